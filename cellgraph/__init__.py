@@ -1,0 +1,22 @@
+"""cellgraph: a symbolic cell-search engine for Recursive-Recurrent Neural Networks.
+
+The core (this package) never imports torch: it holds typed cell DAGs, their unfolded
+trees, canonical forms, the paper's tree distances, the GRU/LSTM targets and the exports.
+Numeric evaluation lives in backends found by name (:func:`cellgraph.backend`).
+"""
+
+from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.expr import Expr, Leaf, Node, Role
+from cellgraph.graph import CellGraph, MultiCell
+from cellgraph.layout import Layout, SearchSpace, TupleSpec
+from cellgraph.registry import Activation, Op, register_activation, register_op
+from cellgraph.targets import Target, target, target_names
+from cellgraph.tree import Tree, unfold
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CellGraphError", "FormatError", "Expr", "Leaf", "Node", "Role", "CellGraph", "MultiCell",
+    "Layout", "SearchSpace", "TupleSpec", "Activation", "Op", "register_activation",
+    "register_op", "Target", "target", "target_names", "Tree", "unfold", "__version__",
+]

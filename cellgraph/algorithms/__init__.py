@@ -1,0 +1,1 @@
+"""Algorithms on cell trees, one per module (networkx style)."""

@@ -1,0 +1,222 @@
+"""Symbolic target cells: GRU and LSTM as cell graphs (paper Eq. 1-4, Appendix
+"Expressibility"; SPEC §7 and erratum 2).
+
+Each :class:`Target` carries its multi-state cell, the :class:`~cellgraph.layout.Layout`
+that says which weight tuple each node uses, and one :class:`~cellgraph.layout.SearchSpace`
+per run (the sets ``L, R, B, U, O, S_data, S_prev, S_aux`` and ``N_bar`` with which
+Algorithm 2 can build it). Operands are ordered as Algorithm 2 orders them: the earlier
+node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
+
+* ``gru``: the paper's GRU (reset before ``W_h'``, Cho et al.), 8 internal nodes,
+  ``S_aux = {0}``, tuples ``(W_r,W_r',b_r), (W_z,W_z',b_z), (W_h,W_h',b_h), (I,I,0)``.
+* ``gru_torch``: ``torch.nn.GRUCell`` (reset applied after the matrix, two biases):
+  ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, 9 internal nodes, 5 tuples.
+* ``lstm``: the paper's LSTM equations, built as SPEC erratum 2 corrects it: run 1 makes
+  ``c_t`` (6 nodes), run 2 makes ``h_t = o_t * tanh(c_t)`` with its own tuple
+  ``(W_o, W_o', b_o)``, sigmoid and ``N_bar = 3``.
+* ``lstm_torch``: ``torch.nn.LSTMCell`` (the same graph; biases ``b_ih + b_hh``, gate rows
+  in torch's order i, f, g, o).
+
+:func:`torch_tuples` maps a torch cell's weights (as numpy arrays) onto a target's tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from cellgraph.errors import CellGraphError
+from cellgraph.expr import Leaf, Node, Role, c, h, x, zero
+from cellgraph.graph import CellGraph, MultiCell
+from cellgraph.layout import Layout, SearchSpace, TupleSpec
+
+__all__ = ["Target", "target", "target_names", "torch_tuples", "TARGETS"]
+
+GRU_U = ("sigmoid", "tanh", "one_minus", "identity")
+OPS = ("add", "mul")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A named target cell with its parameter layout and the search spaces that build it."""
+
+    name: str
+    cell: MultiCell
+    layout: Layout
+    spaces: tuple[SearchSpace, ...]
+    equations: tuple[str, ...]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self.cell.validate(self.layout)
+        if len(self.spaces) != len(self.cell):
+            raise CellGraphError(f"target {self.name}: one search space per state is needed")
+        for space, g in zip(self.spaces, self.cell):
+            space.check(self.layout)
+            n = len(g.internal_nodes())
+            if n != space.n_iterations:
+                raise CellGraphError(
+                    f"target {self.name}: state {g.state} has {n} generated nodes but "
+                    f"n_iterations={space.n_iterations}"
+                )
+
+    @property
+    def graph(self) -> CellGraph:
+        """The graph of the output state ``h_t``."""
+        return self.cell.output
+
+
+def _gru() -> Target:
+    I = 3
+    r = Node("add", "sigmoid", 0, x, h)
+    z = Node("add", "sigmoid", 1, x, h)
+    rh = Node("mul", "identity", I, h, r)
+    omz = Node("add", "one_minus", I, zero, z)
+    htil = Node("add", "tanh", 2, x, rh)
+    zh = Node("mul", "identity", I, h, z)
+    omzh = Node("mul", "identity", I, omz, htil)
+    ht = Node("add", "identity", I, zh, omzh)
+    layout = Layout((
+        TupleSpec("r", "W_r", "W_r'", "b_r"),
+        TupleSpec("z", "W_z", "W_z'", "b_z"),
+        TupleSpec("h", "W_h", "W_h'", "b_h"),
+        TupleSpec.identity_tuple(),
+    ))
+    space = SearchSpace((0, 1, 2, 3), GRU_U, OPS, (x,), (h,), (zero,), 8)
+    return Target(
+        "gru", MultiCell((CellGraph(ht, "h"),)), layout, (space,),
+        (
+            r"r_t = \sigma(W_r x_t + W_r' h_{t-1} + b_r)",
+            r"z_t = \sigma(W_z x_t + W_z' h_{t-1} + b_z)",
+            r"\tilde h_t = \tanh(W_h x_t + W_h' (r_t \odot h_{t-1}) + b_h)",
+            r"h_t = z_t \odot h_{t-1} + (1 - z_t) \odot \tilde h_t",
+        ),
+        "The paper's GRU (Eq. 1-4), reset applied before W_h' as Cho et al.",
+    )
+
+
+def _gru_torch() -> Target:
+    I = 4
+    r = Node("add", "sigmoid", 0, x, h)
+    z = Node("add", "sigmoid", 1, x, h)
+    hn = Node("add", "identity", 2, h, zero)
+    rhn = Node("mul", "identity", I, r, hn)
+    n = Node("add", "tanh", 3, x, rhn)
+    omz = Node("add", "one_minus", I, zero, z)
+    zh = Node("mul", "identity", I, h, z)
+    nomz = Node("mul", "identity", I, n, omz)
+    ht = Node("add", "identity", I, zh, nomz)
+    layout = Layout((
+        TupleSpec("r", "W_ir", "W_hr", "b_ir+b_hr"),
+        TupleSpec("z", "W_iz", "W_hz", "b_iz+b_hz"),
+        TupleSpec("hn", "W_hn", "0", "b_hn"),
+        TupleSpec("n", "W_in", "I", "b_in"),
+        TupleSpec.identity_tuple(),
+    ))
+    space = SearchSpace((0, 1, 2, 3, 4), GRU_U, OPS, (x,), (h,), (zero,), 9)
+    return Target(
+        "gru_torch", MultiCell((CellGraph(ht, "h"),)), layout, (space,),
+        (
+            r"r_t = \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})",
+            r"z_t = \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})",
+            r"n_t = \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn}))",
+            r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}",
+        ),
+        "GRU as torch.nn.GRUCell computes it (reset after the matrix, two biases).",
+    )
+
+
+def _lstm(name: str, description: str, torch_names: bool) -> Target:
+    f_, i_, g_, o_, I = 0, 1, 2, 3, 4
+    c_now = Leaf("c", Role.CURRENT)
+    f = Node("add", "sigmoid", f_, x, h)
+    i = Node("add", "sigmoid", i_, x, h)
+    g = Node("add", "tanh", g_, x, h)
+    fc = Node("mul", "identity", I, c, f)
+    ig = Node("mul", "identity", I, i, g)
+    ct = Node("add", "identity", I, fc, ig)
+    o = Node("add", "sigmoid", o_, x, h)
+    tc = Node("add", "tanh", I, c_now, zero)
+    ht = Node("mul", "identity", I, o, tc)
+    if torch_names:
+        specs = [TupleSpec(k, f"W_i{k}", f"W_h{k}", f"b_i{k}+b_h{k}") for k in "figo"]
+    else:
+        specs = [TupleSpec(k, f"W_{k}", f"W_{k}'", f"b_{k}") for k in "fico"]
+    layout = Layout((*specs, TupleSpec.identity_tuple()))
+    run1 = SearchSpace((f_, i_, g_, I), ("sigmoid", "tanh", "identity"), OPS, (x,), (h, c), (zero,), 6)
+    run2 = SearchSpace((o_, I), ("sigmoid", "tanh", "identity"), OPS, (x,), (h, c, c_now), (zero,), 3)
+    return Target(
+        name, MultiCell((CellGraph(ct, "c"), CellGraph(ht, "h"))), layout, (run1, run2),
+        (
+            r"f_t = \sigma(W_f x_t + W_f' h_{t-1} + b_f)",
+            r"i_t = \sigma(W_i x_t + W_i' h_{t-1} + b_i)",
+            r"o_t = \sigma(W_o x_t + W_o' h_{t-1} + b_o)",
+            r"c_t = c_{t-1} \odot f_t + i_t \odot \tanh(W_c x_t + W_c' h_{t-1} + b_c)",
+            r"h_t = o_t \odot \tanh(c_t)",
+        ),
+        description,
+    )
+
+
+TARGETS: dict[str, Callable[[], Target]] = {
+    "gru": _gru,
+    "gru_torch": _gru_torch,
+    "lstm": lambda: _lstm(
+        "lstm",
+        "The paper's LSTM (Eq. LSTMeq1-5) built as SPEC erratum 2 corrects it: run 2 has "
+        "(W_o, W_o', b_o), sigmoid and N=3.",
+        torch_names=False,
+    ),
+    "lstm_torch": lambda: _lstm(
+        "lstm_torch", "LSTM as torch.nn.LSTMCell computes it (biases b_ih + b_hh).", torch_names=True
+    ),
+}
+
+
+def target_names() -> tuple[str, ...]:
+    return tuple(TARGETS)
+
+
+def target(name: str) -> Target:
+    """The target cell ``name`` (``gru``, ``gru_torch``, ``lstm``, ``lstm_torch``)."""
+    try:
+        builder = TARGETS[name]
+    except (KeyError, TypeError):
+        raise CellGraphError(f"unknown target {name!r} (known: {', '.join(TARGETS)})") from None
+    return builder()
+
+
+Tuples = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def torch_tuples(name: str, weight_ih, weight_hh, bias_ih, bias_hh) -> Tuples:
+    """Map a ``torch.nn.GRUCell``/``LSTMCell``'s weights (numpy arrays, torch's row order)
+    onto the tuples ``(L_r, R_r, b_r)`` of target ``gru_torch`` or ``lstm_torch``.
+
+    Shapes: ``weight_ih`` and ``weight_hh`` are ``(G*p, p)``, biases ``(G*p,)`` with ``G = 3``
+    (GRU rows r, z, n) or ``G = 4`` (LSTM rows i, f, g, o). The input size must equal ``p``.
+    """
+    w_ih, w_hh = np.asarray(weight_ih, float), np.asarray(weight_hh, float)
+    b_ih, b_hh = np.asarray(bias_ih, float), np.asarray(bias_hh, float)
+    gates = {"gru_torch": 3, "lstm_torch": 4}.get(name)
+    if gates is None:
+        raise CellGraphError(f"torch weights map only onto gru_torch or lstm_torch, not {name!r}")
+    p = w_hh.shape[1]
+    if w_ih.shape != (gates * p, p) or w_hh.shape != (gates * p, p):
+        raise CellGraphError(
+            f"{name}: expected weight_ih and weight_hh of shape ({gates * p}, {p}) "
+            f"(input size = hidden size), got {w_ih.shape} and {w_hh.shape}"
+        )
+    rows = lambda a, k: a[k * p:(k + 1) * p]  # noqa: E731
+    eye, zeros = np.eye(p), np.zeros(p)
+    ident = (eye, eye.copy(), zeros)
+    if name == "gru_torch":
+        r, z = ((rows(w_ih, k), rows(w_hh, k), rows(b_ih, k) + rows(b_hh, k)) for k in (0, 1))
+        hn = (rows(w_hh, 2), np.zeros((p, p)), rows(b_hh, 2))
+        n = (rows(w_ih, 2), eye.copy(), rows(b_ih, 2))
+        return [r, z, hn, n, ident]
+    # torch LSTM rows i, f, g, o -> layout order f, i, g, o
+    gate = {k: (rows(w_ih, j), rows(w_hh, j), rows(b_ih, j) + rows(b_hh, j)) for j, k in enumerate("ifgo")}
+    return [gate["f"], gate["i"], gate["g"], gate["o"], ident]
