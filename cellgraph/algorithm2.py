@@ -1,0 +1,78 @@
+"""Backend-independent semantics of Algorithm 2 (paper, Sec. 3.2; SPEC §2).
+
+Every backend that runs the cell search must follow these rules, so that the float64
+numpy reference and the batched torch search choose exactly the same trees.
+
+Node list
+    ``S_data``, then ``S_prev`` (previous states, then states already made at this step),
+    then ``S_aux``, then ``P_{k-1}`` (``c_1*, ..., c_{k-1}*``) in the order generated.
+
+Candidates at iteration ``k``
+    every ``(r, o, u)`` of the search space and every ordered pair ``i < j`` of the node
+    list; the candidate is ``u(o(L_r c_i, R_r c_j) + b_r)`` (the earlier node takes ``L_r``).
+    Their *enumeration order* is the literal loop order of Algorithm 2: tuple position,
+    then op position, then activation position (positions in the search space's
+    ``tuples``, ``ops``, ``activations``), then the pair ``(i, j)`` lexicographically.
+    :func:`candidate_key` gives that order.
+
+Exclusion by value
+    a candidate is *eligible* unless its vector equals (``max |v - w| <= EXCLUSION_TOL``)
+    a vector already in ``P_{k-1}``. (The GRU proof needs it: ``id(0 + I z + 0) = z``.)
+
+Choice
+    ``c_k*`` is the eligible candidate of highest score ``alpha(v)``. Scores within
+    ``tie_tolerance(best)`` of the best are ties; a tie goes to the smallest
+    :func:`candidate_key`. No eligible candidate at all is an error.
+
+Second best (margin term, Eq. 5)
+    ``c_k**`` is the eligible candidate of highest score whose vector differs from
+    ``c_k*`` (``C_k`` is a set of vectors); ``None``/``nan`` when there is none.
+
+Output
+    ``h_t = c_{N_bar}*``; the tree is the one rooted there (nodes of ``P`` not reachable
+    from the root are not part of it).
+
+Incremental form (SPEC §2): scores of candidates built from old nodes do not change inside
+one cell, so iteration ``k`` only builds the pairs ``(i, new)`` that involve ``c_{k-1}*``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+__all__ = [
+    "EXCLUSION_TOL",
+    "TIE_RTOL",
+    "tie_tolerance",
+    "candidate_key",
+    "pairs",
+    "n_candidates",
+]
+
+#: Max-abs difference under which a candidate's vector counts as already in ``P_{k-1}``.
+EXCLUSION_TOL = 1e-9
+
+#: Relative tolerance under which two scores are a tie (resolved by :func:`candidate_key`).
+TIE_RTOL = 1e-12
+
+
+def tie_tolerance(best_score: float) -> float:
+    """Scores ``>= best - tie_tolerance(best)`` tie with the best."""
+    return TIE_RTOL * max(1.0, abs(best_score))
+
+
+def candidate_key(r_pos: int, o_pos: int, u_pos: int, i: int, j: int) -> tuple[int, int, int, int, int]:
+    """Sort key of a candidate in Algorithm 2's enumeration order (smaller = earlier)."""
+    return (r_pos, o_pos, u_pos, i, j)
+
+
+def pairs(n_nodes: int) -> Iterator[tuple[int, int]]:
+    """Ordered pairs ``i < j`` of a node list of length ``n_nodes``, lexicographically."""
+    for i in range(n_nodes):
+        for j in range(i + 1, n_nodes):
+            yield i, j
+
+
+def n_candidates(n_nodes: int, n_tuples: int, n_ops: int, n_acts: int) -> int:
+    """``|V_t^k|`` counted with multiplicity, for a node list of length ``n_nodes``."""
+    return n_tuples * n_ops * n_acts * n_nodes * (n_nodes - 1) // 2
