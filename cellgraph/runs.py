@@ -1,0 +1,154 @@
+"""Run folders: what a training run leaves on disk, written so that no work is lost.
+
+A run folder holds::
+
+    config.json      the resolved TrainConfig
+    env.json         seed, command line, package versions, machine
+    metrics.jsonl    one JSON object per epoch (appended, flushed and fsynced)
+    final.json       final validation and test metrics (keys named after the metric)
+    checkpoints/     best and last checkpoints (written by the backend, atomically)
+    structures/      discovered cells per epoch (canonical forms with counts)
+
+Every whole-file write goes through :func:`atomic_write` (temporary file in the same
+folder, fsync, rename, fsync of the folder), so a killed process leaves either the old or
+the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from cellgraph.errors import CellGraphError
+
+__all__ = ["atomic_write", "write_json", "read_json", "RunDir", "package_versions"]
+
+PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
+
+
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync folder)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    atomic_write(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CellGraphError(f"{path}: not valid JSON ({err})") from None
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+class RunDir:
+    """A run folder. ``RunDir.create`` checks at once that it can be written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, path: str | Path, *, resume: bool = False) -> "RunDir":
+        run = cls(path)
+        if run.path.exists() and not run.path.is_dir():
+            raise CellGraphError(f"run folder {run.path} exists and is not a folder")
+        if not resume and (run.path / "config.json").exists():
+            raise CellGraphError(
+                f"run folder {run.path} already holds a run; use --resume to continue it or "
+                "choose another --out"
+            )
+        try:
+            for sub in ("", "checkpoints", "structures"):
+                (run.path / sub).mkdir(parents=True, exist_ok=True)
+            write_json(run.path / ".write-check", {"ok": True})
+            (run.path / ".write-check").unlink()
+        except OSError as err:
+            raise CellGraphError(f"run folder {run.path} cannot be written: {err}") from None
+        return run
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def write_config(self, config: dict[str, Any], argv: list[str] | None = None) -> None:
+        write_json(self.file("config.json"), config)
+        write_json(
+            self.file("env.json"),
+            {
+                "seed": config.get("seed"),
+                "argv": list(sys.argv if argv is None else argv),
+                "versions": package_versions(),
+                "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+            },
+        )
+
+    def read_config(self) -> dict[str, Any]:
+        return read_json(self.file("config.json"))
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        with open(self.file("metrics.jsonl"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """Per-epoch records; a torn last line (killed mid-write) is dropped."""
+        path = self.file("metrics.jsonl")
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return out
+
+    def truncate_metrics(self, epochs: int) -> None:
+        """Keep the records of the first ``epochs`` epochs (used on resume)."""
+        kept = [r for r in self.metrics() if r.get("epoch", 0) <= epochs]
+        atomic_write(self.file("metrics.jsonl"), "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
+
+    def write_final(self, final: dict[str, Any]) -> None:
+        write_json(self.file("final.json"), final)
+
+    def read_final(self) -> dict[str, Any]:
+        return read_json(self.file("final.json"))

@@ -1,0 +1,84 @@
+"""Config resolution (presets, TOML, --set) and run folders (atomic writes, metrics log)."""
+
+import json
+import pytest
+
+from cellgraph.config import PRESETS, TrainConfig, parse_set, resolve_config
+from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.runs import RunDir, atomic_write, read_json
+
+
+def test_layers_apply_in_order(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text("lr = 0.01\nepochs = 4\n")
+    cfg = resolve_config("paper-wiki10k-rrnn-gru", toml, parse_set(["epochs=2", "batch_norm=true"]))
+    assert cfg.model == "rrnn-gru" and cfg.batch_size == 128  # preset
+    assert cfg.lr == 0.01  # file over preset
+    assert cfg.epochs == 2 and cfg.batch_norm is True  # --set over file
+
+
+def test_every_preset_resolves():
+    for name in PRESETS:
+        assert isinstance(resolve_config(name), TrainConfig)
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        (["epochs=three"], "epochs: expected a int"),
+        (["nope=1"], "nope: unknown setting"),
+        (["lr=nan"], "lr: expected a float"),
+        (["model=transformer"], "model: invalid value 'transformer'"),
+        (["epochs"], "expected key=value"),
+    ],
+)
+def test_bad_settings_name_the_key(items, message):
+    with pytest.raises(FormatError, match=message):
+        resolve_config(overrides=parse_set(items))
+
+
+def test_bad_toml_names_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("lr = = 3")
+    with pytest.raises(FormatError, match="bad.toml: not valid TOML"):
+        resolve_config(config_file=bad)
+    with pytest.raises(FormatError, match="unknown preset"):
+        resolve_config("paper-imagenet")
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "f.json"
+    atomic_write(target, b'{"a": 1}')
+    atomic_write(target, b'{"a": 2}')
+    assert read_json(target) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # no temp files left
+
+
+def test_run_dir_records_and_refuses_to_clobber(tmp_path):
+    run = RunDir.create(tmp_path / "run")
+    run.write_config({"seed": 3}, argv=["cellgraph", "train"])
+    env = read_json(run.file("env.json"))
+    assert env["seed"] == 3 and "numpy" in env["versions"]
+    run.append_metrics({"epoch": 1, "val": 2.0})
+    run.append_metrics({"epoch": 2, "val": 1.5})
+    with open(run.file("metrics.jsonl"), "a") as f:
+        f.write('{"epoch": 3, "va')  # torn line of a killed process
+    assert [r["epoch"] for r in run.metrics()] == [1, 2]
+    run.truncate_metrics(1)
+    assert [r["epoch"] for r in run.metrics()] == [1]
+    with pytest.raises(CellGraphError, match="already holds a run"):
+        RunDir.create(tmp_path / "run")
+    assert RunDir.create(tmp_path / "run", resume=True).path == run.path
+
+
+def test_unwritable_run_dir_fails_at_start(tmp_path):
+    (tmp_path / "file").write_text("x")  # a path below a file can never be created, even as root
+    with pytest.raises(CellGraphError, match="cannot be written"):
+        RunDir.create(tmp_path / "file" / "run")
+
+
+def test_file_as_run_dir_is_rejected(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(CellGraphError, match="not a folder"):
+        RunDir.create(tmp_path / "f")
+    assert json.loads(json.dumps(TrainConfig().to_dict()))["task"] == "planted"
