@@ -1,0 +1,61 @@
+"""Reading run logs, the plot command and the trees command on a synthetic run folder."""
+
+import json
+
+import pytest
+
+from cellgraph.cli import main
+from cellgraph.runs import RunDir, write_json
+from cellgraph.runlog import RunLog, structure_summary
+from cellgraph.targets import target
+
+
+def _fake_run(path, model="rrnn-gru"):
+    run = RunDir.create(path)
+    run.write_config({"task": "wiki", "model": model, "seed": 0})
+    for e in range(1, 4):
+        run.append_metrics({"epoch": e, "train_bpc": 3.0 - 0.2 * e, "val_bpc": 3.1 - 0.1 * e, "n_e": 100 // e})
+        forms = [
+            {"canonical": "gru-form", "count": 5 + e, "depth": 4, "n_internal": 9, "balance": 0.5,
+             "is_target": True, "example": {"sample": 0, "t": 0}, "cell": {"format": "x"}},
+            {"canonical": "other", "count": 3, "depth": 2, "n_internal": 3, "balance": 1.0,
+             "is_target": False, "example": {"sample": 1, "t": 2}, "cell": {"format": "y"}},
+        ]
+        write_json(run.file(f"structures/epoch_{e:03d}.json"),
+                   {"epoch": e, "n_cells": 8 + e, "target": "gru", "target_share": (5 + e) / (8 + e), "forms": forms})
+    return run
+
+
+def test_runlog_series(tmp_path):
+    _fake_run(tmp_path / "a")
+    log = RunLog.load(tmp_path / "a")
+    assert log.metric == "bpc"
+    assert log.series("n_e") == ([1, 2, 3], [100.0, 50.0, 33.0])
+    assert [s["epoch"] for s in log.structures()] == [1, 2, 3]
+
+
+def test_structure_summary_of_gru_target():
+    s = structure_summary(target("gru").graph.unfold())
+    assert s == {"depth": 5, "n_internal": 9, "balance": 2 / 5}
+
+
+def test_plot_command_writes_png_and_svg(tmp_path, capsys):
+    _fake_run(tmp_path / "a")
+    _fake_run(tmp_path / "b", model="gru")
+    assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "plots")]) == 0
+    names = {p.name for p in (tmp_path / "plots").iterdir()}
+    assert {"learning_curves.png", "learning_curves.svg", "n_e.png", "tree_shapes.svg"} <= names
+    assert (tmp_path / "plots" / "n_e.png").stat().st_size > 1000
+
+
+def test_trees_command_lists_and_saves(tmp_path, capsys):
+    _fake_run(tmp_path / "a")
+    assert main(["trees", str(tmp_path / "a"), "--top", "1", "--save", str(tmp_path / "forms")]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 3: 11 cells, 2 distinct forms" in out and "gru-form (target)" in out and "other" not in out
+    assert json.loads((tmp_path / "forms" / "form_1.json").read_text()) == {"format": "x"}
+
+
+def test_not_a_run_folder(tmp_path, capsys):
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err
