@@ -1,0 +1,1 @@
+"""Benchmarks of the cell search and training step (``cellgraph bench``); torch lives here, not in the core."""
