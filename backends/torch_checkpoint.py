@@ -1,0 +1,80 @@
+"""Checkpoints that never lose work and can never run code.
+
+* Writing is atomic (:func:`cellgraph.runs.atomic_write`: temporary file, fsync, rename),
+  and the previous checkpoint of the same name is kept as ``NAME.prev.pt``.
+* Every checkpoint has a sidecar ``NAME.pt.sha256``; loading verifies it, so a truncated or
+  bit-flipped file is detected, reported, and the previous good one is used instead.
+* Loading uses ``torch.load(weights_only=True)``: only tensors and plain containers are
+  accepted, never pickled code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cellgraph.errors import CellGraphError
+from cellgraph.runs import atomic_write
+
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "load_latest"]
+
+
+class CheckpointError(CellGraphError):
+    """A checkpoint file that is missing, truncated, corrupted or not a checkpoint."""
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically, keeping the previous file as ``*.prev.pt``."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getvalue()
+    if path.exists():
+        prev = path.with_suffix(".prev.pt")
+        os.replace(path, prev)
+        sidecar = Path(f"{path}.sha256")
+        if sidecar.exists():
+            os.replace(sidecar, Path(f"{prev}.sha256"))
+    atomic_write(path, data)
+    atomic_write(Path(f"{path}.sha256"), _digest(data).encode())
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load and verify one checkpoint; raise :class:`CheckpointError` naming the problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {path} does not exist") from None
+    sidecar = Path(f"{path}.sha256")
+    if sidecar.exists() and sidecar.read_text().strip() != _digest(data):
+        raise CheckpointError(f"checkpoint {path} is corrupted or truncated (sha256 mismatch)")
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged archive
+        raise CheckpointError(f"checkpoint {path} cannot be read: {type(err).__name__}: {err}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} does not hold a state dictionary")
+    return state
+
+
+def load_latest(path: str | Path, log=print) -> dict[str, Any]:
+    """Load ``path``, or, if it is damaged, its previous version ``*.prev.pt`` (saying so)."""
+    path = Path(path)
+    try:
+        return load_checkpoint(path)
+    except CheckpointError as err:
+        prev = path.with_suffix(".prev.pt")
+        if not prev.exists():
+            raise
+        log(f"warning: {err}; falling back to the previous checkpoint {prev}")
+        return load_checkpoint(prev)
