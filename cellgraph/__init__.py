@@ -5,6 +5,7 @@ trees, canonical forms, the paper's tree distances, the GRU/LSTM targets and the
 Numeric evaluation lives in backends found by name (:func:`cellgraph.backend`).
 """
 
+from cellgraph.backend import backend, backend_names
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.expr import Expr, Leaf, Node, Role
 from cellgraph.graph import CellGraph, MultiCell

@@ -1,0 +1,106 @@
+"""Numeric backends as plugins, found by name through entry points.
+
+A backend is any object published in the entry-point group ``cellgraph.backends``
+(``pyproject.toml``: ``numpy = "cellgraph.backends.numpy_backend:backend"``, ``torch = ...``;
+a third-party package adds its own line). :func:`backend` loads one by name and caches it,
+:func:`backend_names` lists the installed ones. The core never imports a backend module
+directly, so it runs without torch.
+
+What a backend provides is the :class:`Backend` protocol (evaluation of the node vectors
+``u(o(L_r c_i, R_r c_j) + b_r)`` of a cell, paper Sec. 3.1); a backend that also runs
+Algorithm 2 (paper, Sec. 3.2) is a :class:`SearchBackend`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import metadata
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from cellgraph.errors import CellGraphError
+from cellgraph.expr import Expr, Leaf
+from cellgraph.graph import CellGraph, MultiCell
+from cellgraph.layout import SearchSpace
+
+__all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "backend", "backend_names"]
+
+ENTRY_POINT_GROUP = "cellgraph.backends"
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every numeric backend provides.
+
+    ``params`` is the backend's parameter set indexed by layout tuple index ``r``:
+    ``(L_r (p, p), R_r (p, p), b_r (p,))``. Leaf values have shape ``(p,)`` or ``(B, p)``;
+    constant leaves without a value are filled by :mod:`cellgraph.constants`.
+    """
+
+    name: str
+
+    def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, Any]:
+        """The vector of every node of the DAG rooted at ``root``."""
+        ...
+
+    def evaluate_cell(
+        self, cell: MultiCell | CellGraph, leaves: Mapping[Leaf, Any], params: Any
+    ) -> dict[str, Any]:
+        """State name -> value; each state made is fed to later runs as a ``current`` leaf."""
+        ...
+
+
+@runtime_checkable
+class SearchBackend(Backend, Protocol):
+    """A backend that also runs Algorithm 2 with the semantics of :mod:`cellgraph.algorithm2`."""
+
+    def search(
+        self,
+        space: SearchSpace,
+        params: Any,
+        leaves: Mapping[Leaf, Any],
+        alpha: Callable[[Any], Any],
+        **options: Any,
+    ) -> Any:
+        """Build the cell of one run of Algorithm 2 with the scoring function ``alpha``."""
+        ...
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    found: dict[str, metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def backend_names() -> tuple[str, ...]:
+    """Names of the installed backends, sorted."""
+    return tuple(sorted(_entry_points()))
+
+
+@cache
+def backend(name: str) -> Backend:
+    """The backend plugin ``name`` (loaded once, then cached).
+
+    Raises :class:`~cellgraph.errors.CellGraphError` for an unknown name (listing the
+    installed ones), a plugin that fails to import (naming the plugin and the cause) or an
+    object that does not follow :class:`Backend`.
+    """
+    points = _entry_points()
+    if name not in points:
+        raise CellGraphError(
+            f"unknown backend {name!r} (installed: {', '.join(sorted(points)) or 'none'}; "
+            f"backends are entry points of group {ENTRY_POINT_GROUP!r})"
+        )
+    ep = points[name]
+    try:
+        loaded = ep.load()
+    except Exception as err:
+        raise CellGraphError(
+            f"backend plugin {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}"
+        ) from err
+    if not isinstance(loaded, Backend):
+        raise CellGraphError(
+            f"backend plugin {name!r} ({ep.value}) is a {type(loaded).__name__} without the "
+            f"Backend protocol's name, evaluate and evaluate_cell"
+        )
+    return loaded

@@ -1,0 +1,93 @@
+"""Backend discovery through the ``cellgraph.backends`` entry points."""
+
+import importlib
+import subprocess
+import sys
+import types
+from importlib import metadata
+
+import pytest
+
+import cellgraph
+from cellgraph import CellGraphError
+
+backend_module = importlib.import_module("cellgraph.backend")  # the package exports a function of that name
+
+
+def _fake_backend(name: str = "fake"):
+    return types.SimpleNamespace(name=name, evaluate=lambda *a: {}, evaluate_cell=lambda *a: {})
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch):
+    """Entry points ``fake`` (a good plugin), ``broken`` (import fails), ``odd`` (no protocol)."""
+    module = types.ModuleType("cellgraph_fake_plugin")
+    module.backend = _fake_backend()
+    module.odd = object()
+    monkeypatch.setitem(sys.modules, "cellgraph_fake_plugin", module)
+    points = [
+        metadata.EntryPoint("fake", "cellgraph_fake_plugin:backend", backend_module.ENTRY_POINT_GROUP),
+        metadata.EntryPoint("broken", "cellgraph_no_such_module:backend", backend_module.ENTRY_POINT_GROUP),
+        metadata.EntryPoint("odd", "cellgraph_fake_plugin:odd", backend_module.ENTRY_POINT_GROUP),
+    ]
+
+    def entry_points(group=None):
+        assert group == backend_module.ENTRY_POINT_GROUP
+        return metadata.EntryPoints(points)
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    backend_module.backend.cache_clear()
+    yield module
+    backend_module.backend.cache_clear()
+
+
+def test_names_come_from_entry_points(fake_plugins):
+    assert cellgraph.backend_names() == ("broken", "fake", "odd")
+
+
+def test_backend_loads_and_caches(fake_plugins):
+    loaded = cellgraph.backend("fake")
+    assert loaded is fake_plugins.backend
+    assert isinstance(loaded, backend_module.Backend)
+    assert not isinstance(loaded, backend_module.SearchBackend)
+    fake_plugins.backend = _fake_backend("replaced")
+    assert cellgraph.backend("fake") is loaded  # cached: not loaded again
+
+
+def test_unknown_backend_lists_installed(fake_plugins):
+    with pytest.raises(CellGraphError, match=r"unknown backend 'jax' \(installed: broken, fake, odd"):
+        cellgraph.backend("jax")
+
+
+def test_failing_plugin_names_plugin_and_cause(fake_plugins):
+    with pytest.raises(CellGraphError, match=r"backend plugin 'broken' \(cellgraph_no_such_module:backend\) "
+                                             r"failed to load: ModuleNotFoundError"):
+        cellgraph.backend("broken")
+
+
+def test_object_without_protocol_is_rejected(fake_plugins):
+    with pytest.raises(CellGraphError, match="plugin 'odd' .* without the Backend protocol"):
+        cellgraph.backend("odd")
+
+
+def test_installed_numpy_backend_is_a_search_backend():
+    backend_module.backend.cache_clear()
+    assert {"numpy", "torch"} <= set(cellgraph.backend_names())
+    numpy_backend = cellgraph.backend("numpy")
+    assert numpy_backend.name == "numpy"
+    assert isinstance(numpy_backend, backend_module.SearchBackend)
+    assert numpy_backend is importlib.import_module("cellgraph.backends.numpy_backend").backend
+
+
+def test_core_and_numpy_backend_run_without_torch():
+    code = (
+        "import sys, numpy as np, cellgraph\n"
+        "from cellgraph.expr import x, h\n"
+        "b = cellgraph.backend('numpy')\n"
+        "p = 3; I = (np.eye(p), np.eye(p), np.zeros(p))\n"
+        "out = b.evaluate_cell(cellgraph.target('gru').cell, {x: np.ones(p), h: np.ones(p)}, [I] * 4)\n"
+        "assert out['h'].shape == (p,)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
