@@ -8,9 +8,9 @@ Generation (all from one seed):
 3. the teacher cell runs over ``x_1..x_T`` from zero states, evaluated in float64 by the
    numpy backend with random tuples ``(L_r, R_r, b_r)``: ``L_r, R_r ~ N(0, weight_scale^2/p)``,
    ``b_r ~ N(0, bias_scale^2)``; identity tuples stay ``(I, I, 0)``;
-4. the target at step ``t`` is ``argmax_k (W h_t + b)_k`` with a fixed random readout ``W``
-   ``(n_classes, p)``, ``N(0, 1/p)``, and ``b = -W mean(h)`` centred on the train states so that
-   no class dominates.
+4. the target at step ``t`` is ``argmax_k (W h_t + b)_k`` with a fixed random readout: rows
+   ``N(0, 1/p)``, then each logit standardised (zero mean, unit deviation) over the train
+   states, which keeps the classes roughly balanced.
 
 The task is learnable exactly by the teacher's structure. The teacher is any target of
 :mod:`cellgraph.targets` (``gru``, ``lstm``, ...) or ``random``: a cell drawn by
@@ -205,8 +205,8 @@ def make_teacher(
     space: SearchSpace | None = None,
     layout: Layout | None = None,
 ) -> Teacher:
-    """A random teacher of ``kind`` (a target name or ``random``), its readout centred on
-    the states of the token rows ``center_on`` (steps 2-4 of the module docstring)."""
+    """A random teacher of ``kind`` (a target name or ``random``), its readout standardised
+    on the states of the token rows ``center_on`` (steps 2-4 of the module docstring)."""
     if kind == RANDOM:
         if (space is None) != (layout is None):
             raise CellGraphError("random teacher: give both space and layout, or neither")
@@ -232,8 +232,10 @@ def make_teacher(
     embedding = rng.standard_normal((vocab_size, p))
     readout = rng.standard_normal((n_classes, p)) / np.sqrt(p)
     teacher = Teacher(kind, cell, layout, spaces, params, embedding, readout, np.zeros(n_classes))
-    mean_state = teacher.states(center_on)[cell.output.state].reshape(-1, p).mean(axis=0)
-    return Teacher(kind, cell, layout, spaces, params, embedding, readout, -readout @ mean_state)
+    logits = teacher.logits(center_on).reshape(-1, n_classes)
+    scale = 1.0 / np.maximum(logits.std(axis=0), 1e-12)
+    return Teacher(kind, cell, layout, spaces, params, embedding, readout * scale[:, None],
+                   -logits.mean(axis=0) * scale)
 
 
 def _random_tuple(
