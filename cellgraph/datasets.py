@@ -46,7 +46,6 @@ __all__ = [
     "Split",
     "Dataset",
     "TASKS",
-    "METRICS",
     "DATA_ENV",
     "dataset_names",
     "load_dataset",
@@ -61,7 +60,6 @@ TASKS: dict[str, tuple[str, ...]] = {
     "classify": ("accuracy",),
     "tag": ("accuracy",),
 }
-METRICS = ("bpc", "perplexity", "accuracy")
 
 #: Environment variable naming the data folder.
 DATA_ENV = "CELLGRAPH_DATA"

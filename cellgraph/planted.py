@@ -296,6 +296,6 @@ def load_planted(
     return Dataset(
         "planted", "tag", "accuracy", tuple(f"t{i}" for i in range(vocab_size)), *splits,
         classes=tuple(f"class{k}" for k in range(n_classes)), seed=seed,
-        info={"teacher": teacher, "p": p, "weight_scale": weight_scale, "bias_scale": bias_scale},
+        info={"p": p, "weight_scale": weight_scale, "bias_scale": bias_scale},
         teacher=hidden,
     )

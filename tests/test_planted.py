@@ -9,7 +9,7 @@ import pytest
 from cellgraph import CellGraph, CellGraphError, target
 from cellgraph.datasets import load_dataset
 from cellgraph.backends.numpy_backend import evaluate
-from cellgraph.expr import Leaf, Node
+from cellgraph.expr import Leaf
 from cellgraph.planted import distinct_rows, load_planted, random_cell
 
 
