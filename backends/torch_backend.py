@@ -1,0 +1,64 @@
+"""The ``torch`` backend: entry point ``cellgraph.backends.torch_backend:backend``.
+
+It exposes the training modules (:mod:`~cellgraph.backends.torch_rrnn`), the batched search
+(:mod:`~cellgraph.backends.torch_search`) and frozen cells
+(:mod:`~cellgraph.backends.torch_freeze`), and follows the core's
+:class:`cellgraph.backend.Backend` protocol: it evaluates core graphs on leaf vectors
+through a float64 :class:`FrozenCell` and returns numpy arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from cellgraph.backends import torch_search
+from cellgraph.backends.torch_freeze import FrozenCell, freeze
+from cellgraph.backends.torch_rrnn import (
+    RRNN, GRUBaseline, LSTMBaseline, RRNNCell, RRNNGRU, RRNNGRUCell, structure,
+)
+from cellgraph.expr import Expr, Leaf
+from cellgraph.graph import CellGraph, MultiCell
+
+__all__ = ["TorchBackend", "backend"]
+
+
+def _frozen(cell: CellGraph | MultiCell, leaves: Mapping[Leaf, Any], params: Any
+            ) -> tuple[FrozenCell, dict[Leaf, torch.Tensor]]:
+    frozen = freeze(cell, params, dtype=torch.float64)
+    values = {leaf: torch.as_tensor(np.asarray(v, dtype=np.float64)) for leaf, v in leaves.items()}
+    return frozen, values
+
+
+class TorchBackend:
+    """Torch numerics for cellgraph (CPU or GPU)."""
+
+    name = "torch"
+    RRNNCell, RRNN, RRNNGRUCell, RRNNGRU = RRNNCell, RRNN, RRNNGRUCell, RRNNGRU
+    GRUBaseline, LSTMBaseline = GRUBaseline, LSTMBaseline
+    FrozenCell = FrozenCell
+    freeze = staticmethod(freeze)
+    search = staticmethod(torch_search.search)
+    prepare_search = staticmethod(torch_search.prepare)
+    structure = staticmethod(structure)
+
+    def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
+        """The float64 vector of every node of the DAG rooted at ``root`` (leaf values
+        ``(p,)`` or ``(B, p)``; constants may be left out; ``params[r] = (L_r, R_r, b_r)``)."""
+        frozen, values = _frozen(CellGraph(root), leaves, params)
+        with torch.no_grad():
+            return {e: v.numpy() for e, v in frozen.node_values(values).items()}
+
+    def evaluate_cell(self, cell: MultiCell | CellGraph, leaves: Mapping[Leaf, Any],
+                      params: Any) -> dict[str, np.ndarray]:
+        """State name -> value; run ``i`` reads the states of runs ``< i`` as ``current``
+        leaves."""
+        cell = cell if isinstance(cell, MultiCell) else MultiCell((cell,))
+        frozen, values = _frozen(cell, leaves, params)
+        with torch.no_grad():
+            return {s: v.numpy() for s, v in zip(cell.states, frozen.run(values))}
+
+
+backend = TorchBackend()

@@ -1,0 +1,365 @@
+"""RRNN, RRNN-GRU and baseline recurrent modules (paper, Sec. 3 and Sec. 5; SPEC §3, §6).
+
+Shaped like ``torch/nn/modules/rnn.py``: a cell (one time step) and a sequence module that
+runs it over ``(T, B, p)`` inputs (``batch_first`` gives ``(B, T, p)``). The input size is
+the hidden size ``p`` (the model embeds its tokens to ``p``).
+
+* :class:`RRNNCell` / :class:`RRNN`: every sample and step builds its own cell with the
+  batched Algorithm 2 (:mod:`cellgraph.backends.torch_search`).
+* :class:`RRNNGRUCell` / :class:`RRNNGRU`: the tree is fixed to the paper's GRU; the scoring
+  network picks, at each node with trainable edges, which trainable tuple to use.
+* :class:`GRUBaseline` / :class:`LSTMBaseline`: ``torch.nn.GRU`` / ``LSTM`` with the same
+  call convention.
+
+All sequence modules return ``(output, final_state, traces)``; multi-state states are
+tuples in state order (LSTM: ``(c, h)``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from cellgraph.backends import torch_ops
+from cellgraph.backends.torch_search import MODES, SearchParams, prepare, search
+from cellgraph.backends.torch_trace import SearchTrace
+from cellgraph.errors import CellGraphError
+from cellgraph.expr import Leaf, Role, h, x, zero
+from cellgraph.graph import MultiCell
+from cellgraph.layout import Layout, SearchSpace, TupleSpec
+from cellgraph.targets import GRU_U, OPS, target
+
+__all__ = [
+    "RRNNCell", "RRNN", "RRNNGRUCell", "RRNNGRU", "GRUBaseline", "LSTMBaseline", "structure",
+]
+
+State = Tensor | tuple[Tensor, ...]
+
+
+def _tuple_layout(n_tuples: int) -> Layout:
+    """``n_tuples`` trainable tuples ``(L_i, R_i, b_i)`` and the fixed identity tuple."""
+    return Layout(tuple(TupleSpec(f"t{i}", f"L_{i}", f"R_{i}", f"b_{i}") for i in range(n_tuples))
+                  + (TupleSpec.identity_tuple(),))
+
+
+def _uniform(*shape: int, bound: float) -> nn.Parameter:
+    return nn.Parameter((torch.rand(*shape) * 2 - 1) * bound)
+
+
+def _scoring_net(p: int, hidden: int) -> nn.Sequential:
+    """``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` (paper, Sec. 5: 2-layer FC network)."""
+    return nn.Sequential(nn.Linear(p, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
+    return mode
+
+
+class _TupleModule(nn.Module):
+    """Holds the trainable tuples ``weight_L, weight_R (n, p, p)``, ``bias (n, p)`` of a
+    layout and the fixed identity tuples (``identity`` buffer)."""
+
+    def _init_tuples(self, layout: Layout, p: int) -> None:
+        self.layout, self.hidden_size = layout, p
+        n, k = len(layout.trainable_indices), p ** -0.5
+        self.weight_L, self.weight_R, self.bias = _uniform(n, p, p, bound=k), _uniform(n, p, p, bound=k), _uniform(n, p, bound=k)
+        self.register_buffer("identity", torch.eye(p))
+
+    def layout_tuples(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``L, R (len(layout), p, p)`` and ``b (len(layout), p)`` indexed like the layout."""
+        pos = {r: k for k, r in enumerate(self.layout.trainable_indices)}
+        zeros = torch.zeros_like(self.identity[0])
+        pick = lambda t, fixed: torch.stack([t[pos[r]] if r in pos else fixed  # noqa: E731
+                                             for r in range(len(self.layout))])
+        return pick(self.weight_L, self.identity), pick(self.weight_R, self.identity), pick(self.bias, zeros)
+
+    def tuple_parameters(self) -> list[nn.Parameter]:
+        return [self.weight_L, self.weight_R, self.bias]
+
+
+class RRNNCell(_TupleModule):
+    r"""One step of RRNN: Algorithm 2 builds a cell per sample.
+
+    .. math::
+        (T_t, h_t) = f(\{x_t\} \cup S^{prev}_t \cup S^{aux}), \qquad
+        c_k^* = \arg\max_{v \in V_t^k \setminus P_{k-1}} \alpha(v), \quad
+        v = u(o(L_r c_i, R_r c_j) + b_r)
+
+    with ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2``. Multi-state cells (Appendix
+    "Extensions") run Algorithm 2 once per state; run ``i`` sees the previous states and the
+    states made by runs ``< i`` (role ``current``), each run with its own scoring network.
+
+    Args:
+        hidden_size: ``p``.
+        n_tuples: trainable tuples ``(L_r, R_r, b_r)``; the identity tuple ``(I, I, 0)`` is
+            added, fixed.
+        n_iterations: ``N_bar``.
+        activations, ops, aux: ``U``, ``O``, ``S_aux`` (constant leaf names).
+        scoring_hidden: hidden width ``H`` of ``alpha``.
+        mode: ``soft`` (training, the paper's), ``hard`` or ``straight-through``.
+        tau: softmax temperature.
+        states: state names in run order, e.g. ``("h",)`` or ``("c", "h")``.
+        batch_norm: apply ``BatchNorm1d(p)`` to each state a run makes.
+        spaces, layout: explicit search spaces (one per state) and their layout, instead of
+            the sets above.
+
+    Shape:
+        - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
+        - output: ``(new_state, traces)`` with one :class:`SearchTrace` per run.
+    """
+
+    def __init__(self, hidden_size: int = 100, n_tuples: int = 3, n_iterations: int = 9,
+                 activations: Sequence[str] = ("sigmoid", "tanh", "one_minus", "identity"),
+                 ops: Sequence[str] = ("add", "mul"), aux: Sequence[str] = ("zero",),
+                 scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
+                 states: Sequence[str] = ("h",), batch_norm: bool = False,
+                 spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None) -> None:
+        super().__init__()
+        states = tuple(states)
+        if spaces is None:
+            layout = _tuple_layout(n_tuples)
+            spaces = tuple(
+                SearchSpace(
+                    tuple(range(len(layout))), tuple(activations), tuple(ops), (x,),
+                    tuple(Leaf(s, Role.PREV) for s in states) + tuple(Leaf(s, Role.CURRENT) for s in states[:i]),
+                    tuple(Leaf(a, Role.CONST) for a in aux), n_iterations,
+                )
+                for i in range(len(states))
+            )
+        elif layout is None:
+            raise CellGraphError("RRNNCell: explicit spaces need their layout")
+        if len(spaces) != len(states):
+            raise CellGraphError(f"RRNNCell: {len(spaces)} search spaces for the states {states}")
+        for space in spaces:
+            space.check(layout)
+        self._init_tuples(layout, hidden_size)
+        self.spaces, self.states = tuple(spaces), states
+        self.mode, self.tau = _check_mode(mode), tau
+        self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
+        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_size) for _ in spaces) if batch_norm else None
+
+    def scoring_parameters(self) -> list[nn.Parameter]:
+        return list(self.scoring.parameters())
+
+    def prepare(self) -> list[SearchParams]:
+        """The per-run search parameters; compute once per sequence and pass to forward."""
+        L, R, b = self.layout_tuples()
+        return [prepare(space, L, R, b, net[0].weight, net[0].bias, net[2].weight[0], net[2].bias[0])
+                for space, net in zip(self.spaces, self.scoring)]
+
+    def forward(self, x: Tensor, state: State | None = None,
+                params: list[SearchParams] | None = None) -> tuple[State, list[SearchTrace]]:
+        params = self.prepare() if params is None else params
+        prev = _state_dict(self.states, state, x, self.hidden_size)
+        made: dict[str, Tensor] = {}
+        traces = []
+        for i, (space, name) in enumerate(zip(self.spaces, self.states)):
+            leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
+                                  for leaf in space.leaves], 1)
+            trace = search(params[i], leaves, self.mode, self.tau, name)
+            out = trace.vectors[:, -1]
+            made[name] = out if self.norms is None else self.norms[i](out)
+            traces.append(trace)
+        new = tuple(made[s] for s in self.states)
+        return (new[0] if len(new) == 1 else new), traces
+
+
+def _state_dict(states: tuple[str, ...], state: State | None, x: Tensor, p: int) -> dict[str, Tensor]:
+    if state is None:
+        state = tuple(x.new_zeros(x.shape[0], p) for _ in states)
+    elif torch.is_tensor(state):
+        state = (state,)
+    if len(state) != len(states):
+        raise CellGraphError(f"expected {len(states)} state tensors {states}, got {len(state)}")
+    return dict(zip(states, state))
+
+
+def structure(traces: Sequence[SearchTrace], b: int) -> MultiCell:
+    """The cell sample ``b`` used at one step (one trace per run) as a core MultiCell."""
+    return MultiCell(tuple(tr.graph(b) for tr in traces))
+
+
+class _Sequence(nn.Module):
+    """Runs ``self.cell`` over a sequence; the output at ``t`` is the last state ``h_t``."""
+
+    cell: nn.Module
+
+    def __init__(self, batch_first: bool = False, return_traces: bool = True) -> None:
+        super().__init__()
+        self.batch_first, self.return_traces = batch_first, return_traces
+
+    def forward(self, input: Tensor, state: State | None = None
+                ) -> tuple[Tensor, State, list[list[SearchTrace]] | None]:
+        """``input (T, B, p)`` (``(B, T, p)`` if batch_first) -> ``(output, final_state,
+        traces)``; ``traces[t]`` is the list of SearchTraces of step ``t`` (``None`` when
+        ``return_traces`` is off)."""
+        if self.batch_first:
+            input = input.transpose(0, 1)
+        params = self.cell.prepare()
+        outputs, traces = [], []
+        for x_t in input:
+            state, step = self.cell(x_t, state, params)
+            outputs.append(state[-1] if isinstance(state, tuple) else state)
+            if self.return_traces:
+                traces.append(step)
+        output = torch.stack(outputs, 1 if self.batch_first else 0)
+        return output, state, (traces if self.return_traces else None)
+
+    @staticmethod
+    def graph(traces: list[list[SearchTrace]], t: int, b: int) -> MultiCell:
+        """The cell of sample ``b`` at step ``t`` as a core MultiCell."""
+        return structure(traces[t], b)
+
+
+class RRNN(_Sequence):
+    r"""RRNN over a sequence: ``h_t`` from :class:`RRNNCell` at every step.
+
+    Args: those of :class:`RRNNCell`, plus ``batch_first`` and ``return_traces`` (keep the
+    per-step :class:`SearchTrace` lists; turn off to save memory).
+
+    Shape:
+        - input: ``(T, B, p)``; output: ``(T, B, p)`` (the states ``h_t``).
+    """
+
+    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True, **kwargs) -> None:
+        super().__init__(batch_first, return_traces)
+        self.cell = RRNNCell(*args, **kwargs)
+
+
+class RRNNGRUCell(_TupleModule):
+    r"""One step of RRNN-GRU (paper, Sec. 5; SPEC §6): the GRU tree
+
+    .. math::
+        r_t = \sigma(L x_t + R h_{t-1} + b), \; z_t = \sigma(\cdot), \;
+        \tilde h_t = \tanh(L x_t + R (r_t \odot h_{t-1}) + b), \;
+        h_t = z_t \odot h_{t-1} + (1 - z_t) \odot \tilde h_t
+
+    where each of the nodes ``r``, ``z``, ``h~`` picks its tuple ``(L, R, b)`` among the
+    ``n_tuples`` trainable ones by the score ``alpha`` of its candidate vectors (hard, soft
+    or straight-through); the identity nodes use the fixed ``(I, I, 0)``.
+
+    Shape:
+        - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
+          :class:`SearchTrace` over the ``gru`` tree (fixed ``left``/``right``/``op``/``act``,
+          chosen ``tuple_pos``; fixed nodes have ``best_score`` 0, ``second_score`` -inf).
+    """
+
+    def __init__(self, hidden_size: int = 100, n_tuples: int = 3, scoring_hidden: int = 64,
+                 mode: str = "soft", tau: float = 1.0) -> None:
+        super().__init__()
+        layout = _tuple_layout(n_tuples)
+        self._init_tuples(layout, hidden_size)
+        self.mode, self.tau, self.states = _check_mode(mode), tau, ("h",)
+        self.scoring = _scoring_net(hidden_size, scoring_hidden)
+        gru = target("gru")
+        self.space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,),
+                                 gru.spaces[0].n_iterations)
+        identity = gru.layout.identity_indices
+        index = {leaf: i for i, leaf in enumerate(self.space.leaves)}
+        plan = []
+        for node in gru.graph.internal_nodes():
+            plan.append((index[node.left], index[node.right], self.space.ops.index(node.op),
+                         self.space.activations.index(node.act), node.tuple not in identity))
+            index[node] = len(index)
+        self._plan = tuple(plan)
+        self.trainable_nodes = tuple(k for k, step in enumerate(plan) if step[4])
+
+    def scoring_parameters(self) -> list[nn.Parameter]:
+        return list(self.scoring.parameters())
+
+    def prepare(self) -> tuple[Tensor, Tensor]:
+        """``(p, 2 n p)`` stacked ``[L_1..L_n, R_1..R_n]`` for one projection per child."""
+        p = self.hidden_size
+        return torch.cat([self.weight_L, self.weight_R]).reshape(-1, p).T, self.bias
+
+    def choices(self, trace: SearchTrace) -> Tensor:
+        """``(B, n_trainable_nodes)`` the tuple chosen at each trainable node (for ``N_e``)."""
+        return trace.tuple_pos[:, list(self.trainable_nodes)]
+
+    def forward(self, x: Tensor, state: Tensor | None = None,
+                params: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list[SearchTrace]]:
+        W, bias = self.prepare() if params is None else params
+        B, p = x.shape
+        n = self.weight_L.shape[0]
+        h_prev = x.new_zeros(B, p) if state is None else state
+        vals = [x, h_prev, torch_ops.constant(zero, p, x.dtype, x.device).expand(B, p)]
+        proj: dict[int, Tensor] = {}
+        tuple_pos, best, second = [], [], []
+        rows = torch.arange(B, device=x.device)
+        for i, j, o, u, trainable in self._plan:
+            op, act = torch_ops.op(self.space.ops[o]), torch_ops.activation(self.space.activations[u])
+            if not trainable:
+                vals.append(act(op(vals[i], vals[j])))
+                tuple_pos.append(torch.full((B,), n, device=x.device))
+                best.append(x.new_zeros(B))
+                second.append(x.new_full((B,), -torch.inf))
+                continue
+            for c in (i, j):
+                if c not in proj:
+                    proj[c] = (vals[c] @ W).view(B, 2, n, p)
+            cands = act(op(proj[i][:, 0], proj[j][:, 1]) + bias)  # (B, n, p)
+            scores = self.scoring(cands)[..., 0]
+            top = scores.detach().topk(min(2, n), 1)
+            choice = top.indices[:, 0]
+            hard = cands[rows, choice]
+            if self.mode == "hard":
+                v = hard
+            else:
+                soft = (torch.softmax(scores / self.tau, 1)[:, :, None] * cands).sum(1)
+                v = soft if self.mode == "soft" else hard + (soft - soft.detach())
+            vals.append(v)
+            tuple_pos.append(choice)
+            best.append(scores[rows, choice])
+            second.append(scores[rows, top.indices[:, 1]] if n > 1 else x.new_full((B,), -torch.inf))
+        fixed = lambda k: torch.tensor([s[k] for s in self._plan], device=x.device).expand(B, -1)  # noqa: E731
+        trace = SearchTrace(self.space, "h", torch.stack(vals, 1), fixed(0), fixed(1),
+                            torch.stack(tuple_pos, 1), fixed(2), fixed(3),
+                            torch.stack(best, 1), torch.stack(second, 1))
+        return vals[-1], [trace]
+
+
+class RRNNGRU(_Sequence):
+    """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first`` and
+    ``return_traces``). Shape: input ``(T, B, p)`` -> output ``(T, B, p)``."""
+
+    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True, **kwargs) -> None:
+        super().__init__(batch_first, return_traces)
+        self.cell = RRNNGRUCell(*args, **kwargs)
+
+    def tuple_parameters(self) -> list[nn.Parameter]:
+        return self.cell.tuple_parameters()
+
+    def scoring_parameters(self) -> list[nn.Parameter]:
+        return self.cell.scoring_parameters()
+
+
+class GRUBaseline(nn.Module):
+    """``torch.nn.GRU`` (one layer, input size = hidden size) with the RRNN call convention:
+    ``forward(input, state) -> (output, h_T, None)``."""
+
+    def __init__(self, hidden_size: int = 100, batch_first: bool = False) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(hidden_size, hidden_size, batch_first=batch_first)
+
+    def forward(self, input: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor, None]:
+        output, h_n = self.rnn(input, None if state is None else state[None])
+        return output, h_n[0], None
+
+
+class LSTMBaseline(nn.Module):
+    """``torch.nn.LSTM`` with the RRNN call convention; states in the order ``(c, h)``:
+    ``forward(input, (c, h)) -> (output, (c_T, h_T), None)``."""
+
+    def __init__(self, hidden_size: int = 100, batch_first: bool = False) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(hidden_size, hidden_size, batch_first=batch_first)
+
+    def forward(self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], None]:
+        hc = None if state is None else (state[1][None], state[0][None])
+        output, (h_n, c_n) = self.rnn(input, hc)
+        return output, (c_n[0], h_n[0]), None
