@@ -202,7 +202,9 @@ class _Candidates:
         start = self.starts[first]
         changed = (mask & ~self.excluded[:, start:]).any(0).nonzero()[:, 0]
         if changed.numel():
-            self.excluded[:, start:] |= mask
+            excluded = self.excluded.clone()  # the old mask may be saved for backward
+            excluded[:, start:] |= mask
+            self.excluded = excluded
             for i in self._block_of(changed, first).unique().tolist():
                 self._sums[first + i] = None
 

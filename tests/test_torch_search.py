@@ -1,0 +1,168 @@
+"""The batched torch Algorithm 2 against the float64 numpy reference, and its soft modes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from cellgraph.backends.numpy_backend import mlp_alpha, search as np_search
+from cellgraph.backends.torch_search import prepare, search
+from cellgraph.errors import CellGraphError
+from cellgraph.expr import Leaf, Role, h, x, zero
+from cellgraph.graph import CellGraph
+from cellgraph.layout import SearchSpace
+from cellgraph.targets import GRU_U, OPS, target
+
+GRU_SPACE = target("gru").spaces[0]  # tuples 0..3 (3 = identity), U, O, leaves x, h, zero
+
+
+def _space(n_iterations: int, tuples=(0, 1, 2, 3), acts=GRU_U, ops=OPS) -> SearchSpace:
+    return SearchSpace(tuples, acts, ops, (x,), (h,), (zero,), n_iterations)
+
+
+def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
+    """Random float64 tuples (tuple 3 is the identity), scoring weights and leaf vectors."""
+    rng = np.random.default_rng(seed)
+    draw = (lambda *s: rng.integers(-1, 2, size=s).astype(float)) if weights == "integer" \
+        else (lambda *s: rng.normal(size=s))
+    params = [(draw(p, p), draw(p, p), draw(p)) for _ in range(3)] + [(np.eye(p), np.eye(p), np.zeros(p))]
+    alpha = (rng.normal(size=(H, p)), rng.normal(size=H), rng.normal(size=H), float(rng.normal()))
+    X = draw(B, p)
+    Hs = {"random": draw(B, p), "zero": np.zeros((B, p)), "equal_x": X.copy()}[leaves]
+    return params, alpha, np.stack([X, Hs, np.zeros((B, p))], 1)
+
+
+def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0):
+    L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
+    W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
+    return search(prepare(space, L, R, b, W1, b1, w2, b2), torch.tensor(leaf_values), mode, tau)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    p=st.integers(2, 4),
+    B=st.integers(1, 4),
+    n_iterations=st.integers(1, 5),
+    weights=st.sampled_from(["normal", "integer"]),
+    leaves=st.sampled_from(["random", "zero", "equal_x"]),
+)
+def test_hard_search_matches_numpy_reference(seed, p, B, n_iterations, weights, leaves):
+    space = _space(n_iterations)
+    params, alpha, leaf_values = _case(seed, p, B, 3, weights, leaves)
+    try:
+        trace = _torch_search(space, params, alpha, leaf_values)
+    except CellGraphError as err:  # then the reference must fail the same way
+        assert "no eligible candidate" in str(err)
+        with pytest.raises(CellGraphError, match="no eligible candidate"):
+            for b in range(B):
+                np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha))
+        return
+    for b in range(B):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha))
+        assert trace.graph(b) == CellGraph(ref.root, "h")
+        got = trace.vectors[b].numpy()
+        want = np.stack([ref.vectors[e] for e in (*space.leaves, *ref.chosen)])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
+        second = trace.second_score[b].detach().numpy()
+        np.testing.assert_array_equal(np.isneginf(second), np.isnan(ref.second_scores))
+        mask = ~np.isnan(ref.second_scores)
+        np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
+
+
+def test_exclusion_and_ties_are_exercised():
+    """With h = 0 = zero and integer weights many candidates coincide: the search must skip
+    vectors already in P and break ties by Algorithm 2's enumeration order."""
+    space = _space(6)
+    params, alpha, leaf_values = _case(7, 3, 2, 3, "integer", "zero")
+    trace = _torch_search(space, params, alpha, leaf_values)
+    for b in range(2):
+        generated = trace.vectors[b, len(space.leaves):]
+        dist = (generated[:, None] - generated[None]).abs().amax(-1) + torch.eye(6) * 1e9
+        assert dist.min() > 1e-9  # no two chosen nodes share a vector
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha))
+        assert trace.graph(b) == CellGraph(ref.root, "h")
+
+
+def test_no_eligible_candidate_is_an_error():
+    one = Leaf("one")
+    space = SearchSpace((0,), ("identity",), ("mul",), (), (), (zero, one), 2)
+    p = 2
+    params = [(np.eye(p), np.eye(p), np.zeros(p))]
+    alpha = (np.ones((2, p)), np.zeros(2), np.ones(2), 0.0)
+    with pytest.raises(CellGraphError, match="iteration 2: sample 0 has no eligible candidate"):
+        _torch_search(space, params, alpha, np.stack([np.zeros((1, p)), np.ones((1, p))], 1))
+
+
+def test_unknown_mode_is_an_error():
+    params, alpha, leaf_values = _case(0, 2, 1, 2, "normal", "random")
+    with pytest.raises(CellGraphError, match="unknown choice mode 'argmax'"):
+        _torch_search(_space(1), params, alpha, leaf_values, mode="argmax")
+
+
+def test_soft_mode_records_the_argmax_and_tends_to_hard():
+    space = _space(4)
+    params, alpha, leaf_values = _case(3, 3, 3, 4, "normal", "random")
+    hard = _torch_search(space, params, alpha, leaf_values, "hard")
+    sharp = _torch_search(space, params, alpha, leaf_values, "soft", tau=1e-9)
+    torch.testing.assert_close(sharp.vectors, hard.vectors, rtol=0, atol=1e-8)
+    for name in ("left", "right", "tuple_pos", "op_pos", "act_pos"):
+        assert torch.equal(getattr(sharp, name), getattr(hard, name))
+    smooth = _torch_search(space, params, alpha, leaf_values, "soft", tau=1.0)
+    # first iteration: same candidates in both modes, so the recorded argmax agrees
+    assert torch.equal(smooth.tuple_pos[:, 0], hard.tuple_pos[:, 0])
+    assert not torch.allclose(smooth.vectors[:, -1], hard.vectors[:, -1])
+
+
+def test_straight_through_is_hard_forward_soft_backward():
+    space = _space(3)
+    params, alpha, leaf_values = _case(5, 3, 2, 4, "normal", "random")
+    W1 = torch.tensor(alpha[0], requires_grad=True)
+    L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
+    rest = [torch.tensor(np.asarray(a, dtype=float)) for a in alpha[1:]]
+    grads = {}
+    for mode in ("hard", "straight-through"):
+        trace = search(prepare(space, L, R, b, W1, *rest), torch.tensor(leaf_values), mode)
+        grads[mode] = (trace.vectors[:, -1].sum(), torch.autograd.grad(trace.vectors[:, -1].sum(), W1,
+                                                                      allow_unused=True)[0])
+    assert grads["hard"][0].item() == grads["straight-through"][0].item()
+    hard_grad = grads["hard"][1]  # argmax: no gradient reaches alpha through the vectors
+    assert hard_grad is None or not hard_grad.any()
+    assert grads["straight-through"][1].abs().sum() > 0
+
+
+def test_soft_mode_gradcheck():
+    space = _space(2)
+    params, alpha, leaf_values = _case(11, 2, 2, 3, "normal", "random")
+    L, R, b = (torch.tensor(np.stack([t[i] for t in params[:3]]), requires_grad=True) for i in range(3))
+    W1, b1, w2 = (torch.tensor(a, requires_grad=True) for a in alpha[:3])
+    b2 = torch.tensor(alpha[3])
+    xh = torch.tensor(leaf_values[:, :2], requires_grad=True)  # the zero leaf stays a constant
+    eye = torch.eye(2, dtype=torch.float64)
+
+    def f(L, R, b, W1, b1, w2, xh):
+        LL, RR = torch.cat([L, eye[None]]), torch.cat([R, eye[None]])
+        bb = torch.cat([b, torch.zeros(1, 2, dtype=torch.float64)])
+        leaves = torch.cat([xh, torch.zeros(2, 1, 2, dtype=torch.float64)], 1)
+        trace = search(prepare(space, LL, RR, bb, W1, b1, w2, b2), leaves, "soft", 0.7)
+        return trace.vectors[:, -2:], trace.best_score
+
+    assert torch.autograd.gradcheck(f, (L, R, b, W1, b1, w2, xh), eps=1e-6, atol=1e-5)
+
+
+def test_multi_state_leaves_follow_the_space():
+    c_now = Leaf("c", Role.CURRENT)
+    space = SearchSpace((0, 1), ("sigmoid", "identity"), OPS, (x,), (h, Leaf("c"), c_now), (zero,), 2)
+    p, B = 3, 2
+    rng = np.random.default_rng(1)
+    params = [(rng.normal(size=(p, p)), rng.normal(size=(p, p)), rng.normal(size=p)) for _ in range(2)]
+    alpha = (rng.normal(size=(4, p)), rng.normal(size=4), rng.normal(size=4), 0.0)
+    leaf_values = rng.normal(size=(B, len(space.leaves), p))
+    leaf_values[:, -1] = 0
+    trace = _torch_search(space, params, alpha, leaf_values)
+    for b in range(B):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha))
+        assert trace.graph(b) == CellGraph(ref.root, "h")
