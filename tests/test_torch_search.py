@@ -13,13 +13,12 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Role, h, x, zero
 from cellgraph.graph import CellGraph
 from cellgraph.layout import SearchSpace
-from cellgraph.targets import GRU_U, OPS, target
-
-GRU_SPACE = target("gru").spaces[0]  # tuples 0..3 (3 = identity), U, O, leaves x, h, zero
+from cellgraph.targets import GRU_U, OPS
 
 
-def _space(n_iterations: int, tuples=(0, 1, 2, 3), acts=GRU_U, ops=OPS) -> SearchSpace:
-    return SearchSpace(tuples, acts, ops, (x,), (h,), (zero,), n_iterations)
+def _space(n_iterations: int) -> SearchSpace:
+    """The paper's GRU search space: tuples 0..3 (3 = identity), U, O, leaves x, h, zero."""
+    return SearchSpace((0, 1, 2, 3), GRU_U, OPS, (x,), (h,), (zero,), n_iterations)
 
 
 def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
