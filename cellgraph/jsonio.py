@@ -216,10 +216,10 @@ class _Parser:
                                    f"of {self.length[1]} (all vectors need one length p)")
         return np.asarray(value, dtype=np.float64)
 
-    def leaf(self, obj: dict[str, Any], path: str) -> Leaf:
+    def leaf(self, obj: dict[str, Any], path: str, extra_keys: frozenset[str] = frozenset()) -> Leaf:
         if "children" in obj:
             raise self.error(_at(path, "children"), "a leaf cannot have children")
-        self.obj(obj, path, _LEAF_KEYS | ({"id"} if "id" in obj else set()))
+        self.obj(obj, path, _LEAF_KEYS | extra_keys)
         name = self.string(obj, "leaf", path)
         role = obj.get("role")
         if role is not None and not isinstance(role, str):
@@ -316,7 +316,7 @@ class _Parser:
                 continue
             p, entry = entries[nid]
             if "op" not in entry:
-                built[nid] = Tree(self.leaf(entry, p), vector=self.vector(entry, p))
+                built[nid] = Tree(self.leaf(entry, p, frozenset({"id"})), vector=self.vector(entry, p))
                 continue
             self.obj(entry, p, _NODE_KEYS | {"id"})
             if "edges" in entry:

@@ -24,8 +24,10 @@ Example (the paper's GRU)::
     >>> gru = target("gru")
     >>> for eq in equations(gru.cell, gru.layout):
     ...     print(sstr(eq))
-    c_1 = sigma(W_r*x_t + W_r'*h_{t-1} + b_r)
+    c_1 = sigma(W_z*x_t + W_z'*h_{t-1} + b_z)
+    c_2 = h_{t-1} ⊙ c_1
     ...
+    h_t = c_2 + c_7
 """
 
 from __future__ import annotations
