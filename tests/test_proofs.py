@@ -11,7 +11,7 @@ pytest.importorskip("torch", reason="the proofs measure Jacobians with torch.aut
 
 from cellgraph import CellGraphError, Node, target  # noqa: E402
 from cellgraph.cli import main  # noqa: E402
-from cellgraph.expr import h, x, zero  # noqa: E402
+from cellgraph.expr import h, x  # noqa: E402
 from cellgraph.proofs import (  # noqa: E402
     exploding,
     expressibility,
