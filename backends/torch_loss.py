@@ -1,17 +1,17 @@
-"""The loss of Eq. 5 in torch: batched tree distance over per-sample cells, score margin, L2
+r"""The loss of Eq. 5 in torch: batched tree distance over per-sample cells, score margin, L2
 (paper, Eq. 5, Sec. 3.3 and Appendix "Extensions of RRNN model"; SPEC §4 and §5).
 
 .. math::
-    L(\\Phi) = E_{(X, Y)} \\sum_t \\Big\\{ \\lambda_1 l(y_t, q_t)
-        + \\lambda_2 \\sum_i \\min_{\\bar T \\in Iso(T^{tgt}_{t,i})} TD(T^{pd}_{t,i}, \\bar T)
-        + \\lambda_3 \\sum_i \\sum_k m(N^t_{k,i}) \\Big\\} + \\lambda_4 \\sum_\\phi \\|\\phi\\|^2
+    L(\Phi) = E_{(X, Y)} \sum_t \Big\{ \lambda_1 l(y_t, q_t)
+        + \lambda_2 \sum_i \min_{\bar T \in Iso(T^{tgt}_{t,i})} TD(T^{pd}_{t,i}, \bar T)
+        + \lambda_3 \sum_i \sum_k m(N^t_{k,i}) \Big\} + \lambda_4 \sum_\phi \|\phi\|^2
 
 Tree distance, batched. Every sample ``b`` has its own predicted DAG (a
 :class:`~cellgraph.backends.torch_trace.SearchTrace` row: children ``left/right (B, N)``,
 node vectors ``(B, n_leaves + N, p)``, multiplicities in the unfolded tree). The target is
 one fixed structure (:class:`TargetTree`) whose ``m`` internal positions carry per-sample
-vectors ``(B, m, p)``; its ``K`` isomorphs only permute children, so they share those
-vectors and differ in two index tensors ``first, second (K, m)``. With ``q = m`` standing
+vectors ``(B, m, p)``; its isomorphs only permute children, so they share those vectors
+and differ in two index tensors ``first, second (K, m)`` (``K`` distinct orientations). With ``q = m`` standing
 for any target leaf, dynamic programming over the generated nodes ``a`` (children first)
 fills ``VD(a, q)`` for every sample, isomorph and target position at once:
 
@@ -188,7 +188,7 @@ def l2_loss(parameters: Iterable[Tensor]) -> Tensor:
     terms = [(p * p).sum() for p in parameters]
     if not terms:
         raise CellGraphError("l2_loss: no parameters given")
-    return torch.stack(terms).sum()
+    return sum(terms[1:], terms[0])
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class RRNNLoss(nn.Module):
         used = [lambdas[k] * v for k, v in terms.items() if v is not None]
         if not used:
             raise CellGraphError("RRNNLoss: every term is switched off (all lambdas are 0)")
-        total = torch.stack(used).sum()
+        total = sum(used[1:], used[0])
         return LossTerms(total, **{k: None if v is None else float(v.detach()) for k, v in terms.items()})
 
     def _td(self, traces: Sequence[Sequence[SearchTrace]],

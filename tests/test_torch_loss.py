@@ -240,7 +240,7 @@ def _loss_inputs():
 
 def test_rrnn_loss_composes_eq5_over_steps_and_runs():
     traces, tv, trees, params, best = _loss_inputs()
-    task = torch.tensor(0.7, dtype=torch.float64)
+    task = torch.tensor(0.7)  # float32 task loss with float64 structure terms
     loss = RRNNLoss(lambda1=1.0, lambda2=0.1, lambda3=0.01, lambda4=0.001, margin=0.5, iso=True)
     out = loss(task, traces, tv, trees, params)
     td_ref = sum(td_loss(tr, v, t) for step, vs in zip(traces, tv) for tr, v, t in zip(step, vs, trees)).mean()
