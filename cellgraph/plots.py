@@ -36,6 +36,14 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def _finish(ax, ylabel: str, title: str) -> None:
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def learning_curves(runs: Sequence[RunLog], out_dir: Path) -> list[Path]:
     """Train and validation metric per epoch, every run overlaid."""
     plt = _pyplot()
@@ -45,12 +53,7 @@ def learning_curves(runs: Sequence[RunLog], out_dir: Path) -> list[Path]:
             epochs, values = run.series(f"{split}_{run.metric}")
             if epochs:
                 ax.plot(epochs, values, style, marker="o", ms=3, label=f"{run.label} {split}")
-    metrics = sorted({run.metric for run in runs})
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(" / ".join(metrics))
-    ax.set_title("Learning curves")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _finish(ax, " / ".join(sorted({run.metric for run in runs})), "Learning curves")
     return _save(fig, out_dir, "learning_curves")
 
 
@@ -67,11 +70,7 @@ def n_e_curve(runs: Sequence[RunLog], out_dir: Path) -> list[Path]:
     if not drawn:
         plt.close(fig)
         return []
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("$N_e$ (changed tuple choices)")
-    ax.set_title("Tuple choices that changed since the previous epoch")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _finish(ax, "$N_e$ (changed tuple choices)", "Tuple choices that changed since the previous epoch")
     return _save(fig, out_dir, "n_e")
 
 
