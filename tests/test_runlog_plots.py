@@ -59,3 +59,16 @@ def test_trees_command_lists_and_saves(tmp_path, capsys):
 def test_not_a_run_folder(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_summarize_groups_seeds(tmp_path, capsys):
+    for seed, (val, test) in enumerate([(2.0, 2.2), (3.0, 3.2)]):
+        run = RunDir.create(tmp_path / f"s{seed}")
+        run.write_config({"task": "wiki", "model": "gru", "seed": seed})
+        run.write_final({"val_bpc": val, "test_bpc": test, "train_seconds": 10.0 + seed, "epochs_run": 3})
+    assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1"), "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| wiki | gru | bpc | 2 | 2.500 ± 0.707 | 2.700 ± 0.707 | 3.0 | 10 ± 1 |" in out
+    assert json.loads((tmp_path / "t.json").read_text())[0]["seeds"] == [0, 1]
+    RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
+    assert main(["summarize", str(tmp_path / "unfinished")]) == 2

@@ -1,0 +1,29 @@
+"""``cellgraph summarize RUN_DIR ...``: mean and standard deviation over seeds, per
+(task, model), as a Markdown table (the form of RESULTS.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "summarize",
+        help="aggregate finished runs into a mean ± std table per task and model",
+        description="Group finished runs (folders with final.json) by task and model and print "
+        "validation and test metrics as mean ± std over seeds, with training time, as Markdown.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--json", metavar="OUT", default=None, help="also write the table as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cellgraph.runs import write_json
+    from cellgraph.summary import markdown, summarize
+
+    rows = summarize(args.runs)
+    print(markdown(rows))
+    if args.json:
+        write_json(args.json, rows)
+    return 0
