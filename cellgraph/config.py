@@ -65,7 +65,9 @@ class TrainConfig:
     iso: bool = True
     target: str = "gru"
     teacher: str = ""  # run folder of a finished GRU run: the `teacher` target provider
+    eval_mode: str = "hard"  # choice mode of validation/test/structure logs (SPEC §3: inference is hard)
     # data
+    data_seed: int = 0  # seed of the data set's random draws (fixed while ``seed`` varies)
     data_dir: str = ""
     glove: str = ""
     seq_len: int = 20
@@ -73,12 +75,14 @@ class TrainConfig:
     patience: int = 5  # early stopping on the validation metric
     num_threads: int = 0  # 0 = torch default
     log_structures: int = 64  # samples whose discovered trees are logged per epoch
+    max_bad_steps: int = 5  # stop after this many non-finite losses in a row (each is skipped)
 
     def __post_init__(self) -> None:
         checks = {
             "task": self.task in TASKS,
             "model": self.model in MODELS,
             "mode": self.mode in MODES,
+            "eval_mode": self.eval_mode in MODES,
             "epochs": self.epochs >= 1,
             "batch_size": self.batch_size >= 1,
             "lr": self.lr > 0 and math.isfinite(self.lr),
@@ -92,8 +96,9 @@ class TrainConfig:
             "max_train": self.max_train >= 0,
             "max_eval": self.max_eval >= 0,
             "clip": self.clip >= 0,
+            "max_bad_steps": self.max_bad_steps >= 1,
         }
-        allowed = {"task": TASKS, "model": MODELS, "mode": MODES}
+        allowed = {"task": TASKS, "model": MODELS, "mode": MODES, "eval_mode": MODES}
         for key, ok in checks.items():
             if not ok:
                 hint = f" (one of {', '.join(allowed[key])})" if key in allowed else ""

@@ -9,10 +9,14 @@ tuple choices that changed since epoch ``e-1`` over all (sample, t, node)); and 
     {"epoch": e, "n_cells": int, "target": "gru", "target_share": float,
      "forms": [{"canonical": str, "count": int, "depth": int, "n_internal": int,
                 "balance": float, "is_target": bool, "example": {"sample": i, "t": t},
-                "cell": <cellgraph.cell JSON of one cell with this form>}, ...]}
+                "cell": <cellgraph.jsonio.dump_cell(cell, layout) of one cell with this form>},
+               ...]}
 
-with ``forms`` sorted by decreasing count. ``balance`` is the shallowest leaf depth over
-the deepest (1 for a perfect tree, small for a caterpillar).
+with ``forms`` sorted by decreasing count (``canonical``: the exact form, tuple indices
+included; ``is_target``: same structure as the target, whatever trainable tuples it uses).
+The trainer also records ``loss_total``, ``phase``, ``bad_steps`` (skipped non-finite
+steps) and, for searched cells, ``target_share`` per epoch. ``balance`` is the shallowest
+leaf depth over the deepest (1 for a perfect tree, small for a caterpillar).
 """
 
 from __future__ import annotations

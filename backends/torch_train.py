@@ -1,0 +1,542 @@
+r"""Training, evaluation, structure logs and cell export of RRNN, RRNN-GRU and the GRU/LSTM
+baselines (paper, Sec. 5 and Appendix "Details of Experimental Study"; SPEC §4, §6, §8).
+
+:func:`train` minimises Eq. 5 with Adam,
+
+.. math::
+    L = \lambda_1 \overline{CE}(y_t, q_t) + \lambda_2 \tfrac1B \sum_{b,t,i} \min_{Iso} TD
+      + \lambda_3 \tfrac1B \sum_{b,t,i,k} m(N^t_{k,i}) + \lambda_4 \sum \|\phi\|^2
+
+(the baselines: ``lambda_2 = lambda_3 = 0``), with gradient clipping, RRNN-GRU's alternating
+phases (tuples / scoring network every ``alternate_every`` epochs; embedding and output layer
+always train), early stopping on the validation metric, and a run folder
+(:mod:`cellgraph.runs`): ``config.json``, ``env.json``, ``metrics.jsonl`` (keys of
+:mod:`cellgraph.runlog`), ``structures/epoch_EEE.json``, ``checkpoints/{best,last}.pt``,
+``final.json``.
+
+Faults. The data order of epoch ``e`` is a pure function of ``(seed, e)`` and ``last.pt``
+holds the model, the optimizer, the RNG states, the early-stopping state and the previous
+epoch's tuple choices, so ``train(..., resume=True)`` after a kill continues from the last
+finished epoch and ends with the same final metrics as an uninterrupted run (CPU). A step
+whose loss or gradient norm is not finite is skipped (no update) and counted; after
+``max_bad_steps`` in a row the run stops (:class:`TrainingStopped`), ``last.pt`` untouched.
+
+Evaluation (validation, test, structure logs, export) runs the search in
+``config.eval_mode`` (``hard`` by default: SPEC §3).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from cellgraph.algorithms.canonical import canonical_string
+from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
+from cellgraph.backends.torch_loss import RRNNLoss, td_loss
+from cellgraph.backends.torch_targets import SelfTargetProvider
+from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
+from cellgraph.config import TrainConfig
+from cellgraph.datasets import Dataset, Split, load_dataset
+from cellgraph.errors import CellGraphError
+from cellgraph.expr import Expr, Leaf, Node
+from cellgraph.graph import MultiCell
+from cellgraph.layout import Layout, TupleSpec
+from cellgraph.runlog import METRICS, structure_summary
+from cellgraph.jsonio import dump_cell
+from cellgraph.runs import RunDir, read_json, write_json
+from cellgraph.targets import Target, target
+
+__all__ = [
+    "TrainingStopped", "Distributed", "epoch_order", "task_loss", "load_data", "build_model",
+    "evaluate", "shape_form", "train", "evaluate_run", "export_cell",
+]
+
+Log = Callable[[str], None]
+PROGRESS_ENV = "CELLGRAPH_NO_PROGRESS"
+
+
+class TrainingStopped(CellGraphError):
+    """The run stopped on ``max_bad_steps`` non-finite losses in a row."""
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """Which share of the work this process does. One process today; a
+    DistributedDataParallel run sets ``rank``/``world_size`` and changes nothing else."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    def shard(self, order: np.ndarray) -> np.ndarray:
+        """This rank's part of an epoch's sample order."""
+        return order[self.rank::self.world_size]
+
+    @property
+    def writes(self) -> bool:
+        """Whether this rank writes the run folder."""
+        return self.rank == 0
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The training-sample order of ``epoch``: a pure function of ``(seed, epoch)``."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def task_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, int, int]:
+    """Mean cross-entropy in nats, number of predictions, number correct."""
+    flat, gold = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    correct = int((flat.detach().argmax(-1) == gold).sum())
+    return F.cross_entropy(flat, gold), gold.numel(), correct
+
+
+def _metric(dataset: Dataset, nats: float, correct: int, n: int) -> float:
+    return correct / max(n, 1) if dataset.metric == "accuracy" else dataset.metric_from_nats(nats)
+
+
+def _better(task: str, new: float, best: float | None) -> bool:
+    if best is None:
+        return True
+    return new < best if METRICS[task][1] else new > best
+
+
+# --- data and model --------------------------------------------------------------------
+
+
+def _head(split: Split, n: int) -> Split:
+    if not n or n >= len(split):
+        return split
+    return Split(split.inputs[:n], split.targets[:n], split.origin[:n], split.source)
+
+
+def load_data(config: TrainConfig) -> Dataset:
+    """The task's data set (seed ``data_seed``), cut to ``max_train`` / ``max_eval`` sequences.
+
+    ``seq_len`` applies to every task but ``sst`` (padded to its longest training sentence)."""
+    options: dict[str, Any] = {"seed": config.data_seed}
+    if config.task != "sst":
+        options["seq_len"] = config.seq_len
+    data = load_dataset(config.task, config.data_dir or None, **options)
+    return Dataset(data.name, data.task, data.metric, data.vocab, _head(data.train, config.max_train),
+                   _head(data.val, config.max_eval), _head(data.test, config.max_eval), data.classes,
+                   data.padding_idx, data.seed, data.info, data.teacher)
+
+
+def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True) -> TaskModel:
+    """A :class:`TaskModel` for ``dataset``; ``pretrained`` loads ``config.glove`` if set."""
+    embedding = None
+    if pretrained and config.glove:
+        from cellgraph.glove import load_glove
+
+        embedding = load_glove(config.glove, dataset.vocab, config.hidden_size, config.seed,
+                               dataset.padding_idx).vectors
+    states = ("h",) if config.teacher else None
+    return TaskModel(config, len(dataset.vocab), dataset.n_classes, dataset.per_step,
+                     dataset.padding_idx, states, embedding)
+
+
+def _targets(config: TrainConfig, dataset: Dataset) -> SelfTargets | TeacherTargets | None:
+    if config.model not in ("rrnn", "rrnn-gru") or not config.lambda2:
+        return None
+    if config.teacher:
+        return TeacherTargets.from_run(config.teacher, config, len(dataset.vocab), dataset.n_classes,
+                                       dataset.per_step, dataset.padding_idx)
+    return SelfTargets(config.target)
+
+
+def _loss(config: TrainConfig) -> RRNNLoss:
+    structured = config.model in ("rrnn", "rrnn-gru")
+    return RRNNLoss(config.lambda1, config.lambda2 if structured else 0.0,
+                    config.lambda3 if structured else 0.0, config.lambda4, config.margin, config.iso)
+
+
+def _batches(split: Split, order: np.ndarray, size: int):
+    inputs, targets = torch.from_numpy(split.inputs), torch.from_numpy(split.targets)
+    for at in range(0, len(order), size):
+        index = torch.from_numpy(order[at:at + size])
+        yield index, inputs[index], targets[index]
+
+
+@torch.no_grad()
+def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig) -> dict[str, float]:
+    """``{metric, nats, accuracy}`` of ``model`` on a split, searching in ``eval_mode``."""
+    data = dataset.splits[split]
+    model.eval()
+    nats = correct = n = 0
+    with model.choice_mode(config.eval_mode):
+        for _, tokens, targets in _batches(data, np.arange(len(data)), config.eval_batch_size):
+            logits, _ = model(tokens)
+            loss, count, right = task_loss(logits, targets)
+            nats, correct, n = nats + float(loss) * count, correct + right, n + count
+    mean = nats / max(n, 1)
+    return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
+
+
+# --- structures ------------------------------------------------------------------------
+
+#: Layout of :func:`shape_form`: every trainable tuple becomes ``W``, identity tuples ``I``.
+SHAPE_LAYOUT = Layout((TupleSpec("W", "L", "R", "b"), TupleSpec.identity_tuple("I")))
+
+
+def shape_form(cell: MultiCell, layout: Layout) -> str:
+    """Canonical form of ``cell`` ignoring which trainable tuple each node uses (the
+    structure: shape, ops, activations, leaves, identity edges), ``state = form; ...``."""
+    identity = layout.identity_indices
+    forms = []
+    for g in cell:
+        built: dict[Expr, Expr] = {}
+        for e in g.root.walk():
+            built[e] = e if isinstance(e, Leaf) else Node(
+                e.op, e.act, int(e.tuple in identity), built[e.left], built[e.right])
+        forms.append(f"{g.state} = {canonical_string(built[g.root], SHAPE_LAYOUT)}")
+    return "; ".join(forms)
+
+
+def _exact_form(cell: MultiCell, layout: Layout) -> str:
+    return "; ".join(f"{g.state} = {canonical_string(g, layout)}" for g in cell)
+
+
+@torch.no_grad()
+def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
+    """``(sample indices, traces)`` per evaluation batch of the first ``n`` samples of ``split``."""
+    model.eval()
+    with model.choice_mode(config.eval_mode):
+        for index, tokens, _ in _batches(split, np.arange(min(n, len(split))), config.eval_batch_size):
+            _, traces = model(tokens)
+            yield index, traces
+
+
+def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch: int) -> dict[str, Any]:
+    """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.runlog`) of the first
+    ``log_structures`` validation samples."""
+    layout = model.layout
+    target_form = shape_form(target(config.target).cell, target(config.target).layout)
+    forms: dict[str, dict[str, Any]] = {}
+    n_cells = 0
+    for index, traces in _discovered(model, dataset.val, config, config.log_structures):
+        for b, sample in enumerate(index.tolist()):
+            for t in range(len(traces)):
+                cell = model.cell(traces, t, b)
+                key = _exact_form(cell, layout)
+                n_cells += 1
+                if key in forms:
+                    forms[key]["count"] += 1
+                    continue
+                forms[key] = {"canonical": key, "count": 1, **structure_summary(cell.output.unfold()),
+                              "is_target": shape_form(cell, layout) == target_form,
+                              "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
+    ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
+    share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
+    return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share, "forms": ranked}
+
+
+@torch.no_grad()
+def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) -> dict[str, Any]:
+    """Planted task: over the cells of the first ``log_structures`` test samples, the share
+    whose :func:`shape_form` is the teacher's, and the mean ``min_Iso TD`` to the teacher's
+    structure evaluated with the model's own tuples on the same leaves."""
+    teacher = dataset.teacher
+    spec = Target("planted teacher", teacher.cell, teacher.layout, teacher.spaces, ())
+    provider = SelfTargetProvider(spec)
+    teacher_form = shape_form(teacher.cell, teacher.layout)
+    layout = model.layout
+    same, tds, n_cells = 0, [], 0
+    for index, traces in _discovered(model, dataset.test, config, config.log_structures):
+        tuples = model.layout_tuples()
+        for t, step in enumerate(traces):
+            vectors = provider(step, tuples)
+            tds.append(sum(td_loss(trace, v, tree, iso=True)
+                           for trace, v, tree in zip(step, vectors, provider.trees)))
+            for b in range(len(index)):
+                same += shape_form(model.cell(traces, t, b), layout) == teacher_form
+                n_cells += 1
+    return {"teacher": teacher.describe(), "n_cells": n_cells,
+            "structure_recovery": same / max(n_cells, 1),
+            "td_iso_teacher": float(torch.cat(tds).double().mean()) if tds else None}
+
+
+# --- training --------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    """What :func:`train` carries from epoch to epoch (and in ``last.pt``)."""
+
+    epoch: int = 0
+    best: float | None = None
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    bad_steps: int = 0
+    choices: Tensor | None = None
+
+    def early(self) -> dict[str, Any]:
+        return {"best": self.best, "best_epoch": self.best_epoch, "bad_epochs": self.bad_epochs,
+                "bad_steps": self.bad_steps}
+
+
+def _rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "numpy": [kind, keys.tolist(), pos, has_gauss, gauss],
+            "torch": torch.get_rng_state()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _phase(config: TrainConfig, epoch: int) -> str:
+    """``all``, or RRNN-GRU's alternating ``tuples`` / ``scoring`` phase of ``epoch``."""
+    if config.model != "rrnn-gru" or not config.alternate_every:
+        return "all"
+    return ("tuples", "scoring")[((epoch - 1) // config.alternate_every) % 2]
+
+
+def _set_phase(model: TaskModel, phase: str) -> None:
+    if phase == "all":
+        return
+    for p in model.tuple_parameters():
+        p.requires_grad_(phase == "tuples")
+    for p in model.scoring_parameters():
+        p.requires_grad_(phase == "scoring")
+
+
+def _progress(total: int, desc: str):
+    from tqdm import tqdm
+
+    quiet = os.environ.get(PROGRESS_ENV) == "1" or not sys.stderr.isatty()
+    return tqdm(total=total, desc=desc, disable=quiet, leave=False, dynamic_ncols=True)
+
+
+def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
+                 optimizer: torch.optim.Optimizer, loss_fn: RRNNLoss, targets, dist: Distributed,
+                 log: Log) -> dict[str, Any]:
+    epoch = state.epoch + 1
+    phase = _phase(config, epoch)
+    _set_phase(model, phase)
+    model.train()
+    order = dist.shard(epoch_order(config.seed, epoch, len(dataset.train)))
+    params = list(model.parameters())
+    clip = config.clip if config.clip > 0 else math.inf
+    sums = {"task": 0.0, "td": 0.0, "margin": 0.0, "l2": 0.0, "total": 0.0}
+    nats = correct = n = good = bad_in_row = skipped = 0
+    choices = None
+    if model.model_name == "rrnn-gru":
+        choices = torch.full((len(dataset.train), dataset.seq_len, len(model.core.cell.trainable_nodes)), -1)
+    bar = _progress(math.ceil(len(order) / config.batch_size), f"epoch {epoch}")
+    for step, (index, tokens, gold) in enumerate(_batches(dataset.train, order, config.batch_size), 1):
+        logits, traces = model(tokens)
+        ce, count, right = task_loss(logits, gold)
+        vectors = targets(model, tokens, traces) if targets is not None else None
+        terms = loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (), params)
+        if choices is not None:
+            choices[index] = model.choices(traces)
+        optimizer.zero_grad(set_to_none=True)
+        finite = bool(torch.isfinite(terms.total))
+        if finite:
+            terms.total.backward()
+            finite = bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip)))
+        bar.update()
+        if not finite:
+            skipped, bad_in_row = skipped + 1, bad_in_row + 1
+            log(f"epoch {epoch}, step {step}: non-finite loss or gradient ({float(terms.total.detach())}); "
+                f"step skipped ({bad_in_row} in a row)")
+            if bad_in_row >= config.max_bad_steps:
+                bar.close()
+                raise TrainingStopped(
+                    f"training stopped at epoch {epoch}, step {step}: {bad_in_row} non-finite losses "
+                    f"in a row (max_bad_steps={config.max_bad_steps}); the last good checkpoint "
+                    f"(epoch {state.epoch}) is intact")
+            continue
+        optimizer.step()
+        good, bad_in_row = good + 1, 0
+        nats, correct, n = nats + float(ce.detach()) * count, correct + right, n + count
+        for key in sums:
+            value = float(terms.total.detach()) if key == "total" else getattr(terms, key)
+            sums[key] += value or 0.0
+        bar.set_postfix(loss=f"{sums['total'] / good:.4f}",
+                        **{dataset.metric: f"{_metric(dataset, nats / n, correct, n):.4f}"})
+    bar.close()
+    record: dict[str, Any] = {
+        "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / max(n, 1), correct, n),
+        "phase": phase, "bad_steps": skipped,
+    }
+    lambdas = {"task": config.lambda1, "td": loss_fn.lambda2, "margin": loss_fn.lambda3, "l2": config.lambda4}
+    for key in ("task", "td", "margin", "l2"):
+        record[f"loss_{key}"] = sums[key] / good if good and lambdas[key] else None
+    record["loss_total"] = sums["total"] / good if good else None
+    if choices is not None:
+        record["n_e"] = None if state.choices is None else int((choices != state.choices).sum())
+        state.choices = choices
+    state.bad_steps += skipped
+    return record
+
+
+def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _State) -> dict[str, Any]:
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": state.epoch,
+            "rng": _rng_state(), "early": state.early(), "choices": state.choices}
+
+
+def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> _State:
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    _set_rng_state(ckpt["rng"])
+    early = ckpt["early"]
+    return _State(ckpt["epoch"], early["best"], early["best_epoch"], early["bad_epochs"],
+                  early["bad_steps"], ckpt["choices"])
+
+
+def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -> str:
+    parts = [f"epoch {record['epoch']}/{epochs}", f"train {metric} {record[f'train_{metric}']:.4f}",
+             f"val {metric} {record[f'val_{metric}']:.4f}"]
+    if record["loss_total"] is not None:
+        parts.append(f"loss {record['loss_total']:.4f}")
+    if record.get("n_e") is not None:
+        parts.append(f"N_e {record['n_e']}")
+    if record["phase"] != "all":
+        parts.append(f"phase {record['phase']}")
+    if record["bad_steps"]:
+        parts.append(f"{record['bad_steps']} skipped steps")
+    parts.append(f"{record['time_s']:.1f}s" + (" *" if improved else ""))
+    return ", ".join(parts)
+
+
+def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: list[str] | None = None,
+          log: Log = print, dist: Distributed = Distributed()) -> dict[str, Any]:
+    """Train ``config`` into the run folder ``out_dir`` (module docstring); return final.json.
+
+    With ``resume``, ``out_dir`` holds the run: it continues from ``checkpoints/last.pt``
+    (or its previous version if that is damaged), ``config`` must be the run's own."""
+    run = RunDir.create(out_dir, resume=resume)
+    if dist.writes and not (resume and run.file("config.json").exists()):
+        run.write_config(config.to_dict(), argv)
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    _seed(config.seed)
+    dataset = load_data(config)
+    model = build_model(config, dataset)
+    targets = _targets(config, dataset)
+    loss_fn = _loss(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    state = _State()
+    last = run.checkpoints / "last.pt"
+    if resume and (last.exists() or last.with_suffix(".prev.pt").exists()):
+        state = _restore(model, optimizer, load_latest(last, log))
+        log(f"resuming {out_dir} after epoch {state.epoch}")
+    if dist.writes:
+        run.truncate_metrics(state.epoch)
+    metric = dataset.metric
+    while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
+        start = time.perf_counter()
+        record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log)
+        record[f"val_{metric}"] = evaluate(model, dataset, "val", config)[metric]
+        state.epoch += 1
+        improved = _better(config.task, record[f"val_{metric}"], state.best)
+        if improved:
+            state.best, state.best_epoch, state.bad_epochs = record[f"val_{metric}"], state.epoch, 0
+        else:
+            state.bad_epochs += 1
+        structures = structure_log(model, dataset, config, state.epoch) if model.structured else None
+        record["time_s"] = time.perf_counter() - start
+        if structures is not None:
+            record["target_share"] = structures["target_share"]
+        log(_summary(record, metric, config.epochs, improved))
+        if dist.writes:
+            run.append_metrics(record)
+            if structures is not None:
+                write_json(run.path / "structures" / f"epoch_{state.epoch:03d}.json", structures)
+            if improved:
+                save_checkpoint(run.checkpoints / "best.pt", {"model": model.state_dict(), "epoch": state.epoch})
+            save_checkpoint(last, _checkpoint(model, optimizer, state))
+    return _finish(run, model, dataset, config, state, targets, dist, log)
+
+
+def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
+            targets, dist: Distributed, log: Log) -> dict[str, Any]:
+    best = load_latest(run.checkpoints / "best.pt", log)
+    model.load_state_dict(best["model"])
+    metric = dataset.metric
+    final: dict[str, Any] = {
+        "metric": metric,
+        f"val_{metric}": evaluate(model, dataset, "val", config)[metric],
+        f"test_{metric}": evaluate(model, dataset, "test", config)[metric],
+        "best_epoch": best["epoch"], "epochs_run": state.epoch,
+        "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
+        "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
+        "target_provider": None if targets is None else targets.name,
+    }
+    if targets is not None and targets.name == "teacher":
+        final["teacher"] = targets.source
+    if config.task == "planted" and model.structured:
+        final["recovery"] = structure_recovery(model, dataset, config)
+    log(f"best epoch {final['best_epoch']}: val {metric} {final[f'val_{metric}']:.4f}, "
+        f"test {metric} {final[f'test_{metric}']:.4f}")
+    if dist.writes:
+        run.write_final(final)
+    return final
+
+
+# --- finished runs ---------------------------------------------------------------------
+
+
+def _load_run(run_dir: str | Path, checkpoint: str = "best") -> tuple[TrainConfig, Dataset, TaskModel, int]:
+    if checkpoint not in ("best", "last"):
+        raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
+    run = RunDir(run_dir)
+    if not run.file("config.json").exists():
+        raise CellGraphError(f"{run_dir} is not a run folder (no config.json)")
+    config = TrainConfig(**read_json(run.file("config.json")))
+    dataset = load_data(config)
+    model = build_model(config, dataset, pretrained=False)
+    state = load_latest(run.checkpoints / f"{checkpoint}.pt")
+    model.load_state_dict(state["model"])
+    return config, dataset, model, state["epoch"]
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best") -> dict[str, Any]:
+    """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``)."""
+    if split not in ("val", "test"):
+        raise CellGraphError(f"unknown split {split!r} (val or test)")
+    config, dataset, model, epoch = _load_run(run_dir, checkpoint)
+    result = evaluate(model, dataset, split, config)
+    return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "metric": dataset.metric,
+            f"{split}_{dataset.metric}": result[dataset.metric], "nats": result["nats"],
+            "accuracy": result["accuracy"], "n": len(dataset.splits[split])}
+
+
+def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test") -> tuple[MultiCell, Layout]:
+    """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
+    at step ``t``, and the model's tuple layout."""
+    config, dataset, model, _ = _load_run(run_dir)
+    data = dataset.splits.get(split)
+    if data is None:
+        raise CellGraphError(f"unknown split {split!r} (train, val or test)")
+    if not 0 <= sample < len(data):
+        raise CellGraphError(f"sample {sample} is outside split {split} (0..{len(data) - 1})")
+    if not 0 <= t < data.inputs.shape[1]:
+        raise CellGraphError(f"step t={t} is outside 0..{data.inputs.shape[1] - 1}")
+    if not model.structured:
+        raise CellGraphError(f"{run_dir}: model {config.model!r} has no discovered cells")
+    one = Split(data.inputs[sample:sample + 1], data.targets[sample:sample + 1],
+                data.origin[sample:sample + 1], data.source)
+    ((_, traces),) = _discovered(model, one, config, 1)
+    return model.cell(traces, t, 0), model.layout

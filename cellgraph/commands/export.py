@@ -1,0 +1,54 @@
+"""``cellgraph export RUN_DIR --sample I --t T --format FMT``: a discovered cell as a file."""
+
+from __future__ import annotations
+
+import argparse
+
+from cellgraph.commands.target import DRAWING_FORMATS, TEXT_FORMATS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export the cell a trained rrnn/rrnn-gru run builds for one sample and step",
+        description="Run the best checkpoint's search (the run's eval_mode) on one sequence and "
+        "export the cell it uses at step T: json (the unfolded tree, or with --dag the cell "
+        "graph), sympy/latex (one equation per generated node, then the states), or a drawing "
+        "(dot, svg, png). Text formats go to stdout unless -o is given; drawings go to -o FILE, "
+        "by default cell_I_T.EXT.",
+        epilog="example: cellgraph export runs/p1 --sample 0 --t 5 --format sympy -o cell.txt",
+    )
+    p.add_argument("run", metavar="RUN_DIR")
+    p.add_argument("--sample", type=int, required=True, metavar="I", help="sequence index in the split")
+    p.add_argument("--t", type=int, required=True, metavar="T", help="time step, 0-based")
+    p.add_argument("--split", choices=("train", "val", "test"), default="test")
+    p.add_argument("--format", "-f", required=True, choices=TEXT_FORMATS + DRAWING_FORMATS)
+    p.add_argument("-o", "--output", metavar="FILE", default=None)
+    p.add_argument("--dag", action="store_true",
+                   help="the cell graph (shared nodes once) instead of the unfolded tree")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from types import SimpleNamespace
+
+    from cellgraph.backends.torch_train import export_cell
+    from cellgraph.commands.target import _text
+
+    cell, layout = export_cell(args.run, args.sample, args.t, args.split)
+    if args.format in DRAWING_FORMATS:
+        from cellgraph.draw import render
+
+        out = args.output or f"cell_{args.sample}_{args.t}.{args.format}"
+        print(render(cell, out, view="dag" if args.dag else "tree", layout=layout))
+        return 0
+    name = f"{args.run} {args.split} sample {args.sample}, t = {args.t}"
+    text = _text(args, SimpleNamespace(cell=cell, layout=layout, name=name))
+    if args.output is None:
+        print(text)
+        return 0
+    from cellgraph.runs import atomic_write
+
+    atomic_write(args.output, (text + "\n").encode())
+    print(args.output)
+    return 0

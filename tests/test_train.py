@@ -1,0 +1,229 @@
+"""The trainer, the task model and the train / eval / export commands on tiny runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cellgraph.backends.torch_train import (
+    _seed, build_model, epoch_order, evaluate_run, export_cell, load_data, shape_form, train,
+)
+from cellgraph.cli import main
+from cellgraph.config import TrainConfig
+from cellgraph.datasets import resolve_data_dir
+from cellgraph.errors import CellGraphError
+from cellgraph.graph import MultiCell
+from cellgraph.jsonio import load_document
+from cellgraph.runlog import RunLog
+from cellgraph.targets import target
+
+TINY = dict(task="planted", hidden_size=8, n_iterations=3, scoring_hidden=8, max_train=32, max_eval=16,
+            seq_len=5, epochs=2, batch_size=16, log_structures=4, num_threads=1)
+MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
+METRIC_KEYS = {"epoch", "train_accuracy", "val_accuracy", "loss_task", "loss_td", "loss_margin",
+               "loss_l2", "time_s"}
+
+
+def tiny(**changes) -> TrainConfig:
+    return TrainConfig(**{**TINY, **changes})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    out = {}
+    for model in MODELS:
+        path = tmp_path_factory.mktemp(model)
+        out[model] = (path, train(tiny(model=model, alternate_every=1), path, log=lambda s: None))
+    return out
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_model_writes_every_file(runs, model):
+    path, final = runs[model]
+    for name in ("config.json", "env.json", "metrics.jsonl", "final.json", "checkpoints/best.pt",
+                 "checkpoints/last.pt"):
+        assert (path / name).is_file(), name
+    assert json.loads((path / "final.json").read_text()) == final
+    assert {"val_accuracy", "test_accuracy", "best_epoch", "epochs_run", "train_seconds",
+            "target_provider"} <= final.keys()
+    assert final["epochs_run"] == 2 and 1 <= final["best_epoch"] <= 2
+    assert final["target_provider"] == ("self" if model.startswith("rrnn") else None)
+    log = RunLog.load(path)
+    assert [r["epoch"] for r in log.metrics] == [1, 2]
+    for record in log.metrics:
+        assert METRIC_KEYS <= record.keys()
+        assert 0 <= record["val_accuracy"] <= 1 and record["time_s"] > 0
+        assert (record["loss_td"] is None) == (model in ("gru", "lstm"))
+    assert ("n_e" in log.metrics[0]) == (model == "rrnn-gru")
+    assert len(log.structures()) == (2 if model.startswith("rrnn") else 0)
+    assert log.config["model"] == model
+
+
+def test_rrnn_gru_logs_n_e_and_alternates(runs):
+    path, _ = runs["rrnn-gru"]
+    first, second = RunLog.load(path).metrics
+    assert first["n_e"] is None and isinstance(second["n_e"], int)
+    n_choices = TINY["max_train"] * TINY["seq_len"] * 3
+    assert 0 <= second["n_e"] <= n_choices
+    assert (first["phase"], second["phase"]) == ("tuples", "scoring")
+
+
+def test_alternating_phase_freezes_the_other_parameters(tmp_path):
+    config = tiny(model="rrnn-gru", alternate_every=1, epochs=1)
+    _seed(config.seed)
+    start = build_model(config, load_data(config))
+    train(config, tmp_path, log=lambda s: None)
+    state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert torch.equal(state["core.cell.scoring.0.weight"], start.core.cell.scoring[0].weight)
+    assert not torch.equal(state["core.cell.weight_L"], start.core.cell.weight_L)
+    assert not torch.equal(state["output.weight"], start.output.weight)
+
+
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_structure_log_format(runs, model):
+    path, final = runs[model]
+    log = RunLog.load(path).structures()[-1]
+    assert log["epoch"] == 2 and log["target"] == "gru"
+    assert log["n_cells"] == TINY["log_structures"] * TINY["seq_len"]
+    counts = [f["count"] for f in log["forms"]]
+    assert counts == sorted(counts, reverse=True) and sum(counts) == log["n_cells"]
+    share = sum(f["count"] for f in log["forms"] if f["is_target"]) / log["n_cells"]
+    assert log["target_share"] == pytest.approx(share)
+    form = log["forms"][0]
+    doc = load_document(form["cell"])
+    assert doc.kind == "dag" and form["depth"] >= 1 and 0 < form["balance"] <= 1
+    if model == "rrnn-gru":  # the tree is fixed to GRU's
+        assert log["target_share"] == 1.0
+    rec = final["recovery"]
+    assert rec["n_cells"] == TINY["log_structures"] * TINY["seq_len"]
+    assert 0 <= rec["structure_recovery"] <= 1 and rec["td_iso_teacher"] > 0
+    if model == "rrnn-gru":
+        assert rec["structure_recovery"] == 1.0
+
+
+def test_shape_form_ignores_which_trainable_tuple_is_used():
+    gru = target("gru")
+    g = gru.graph
+    swapped = {0: 1, 1: 0}
+    from cellgraph.expr import Leaf, Node
+    from cellgraph.graph import CellGraph
+
+    built = {}
+    for e in g.root.walk():
+        built[e] = e if isinstance(e, Leaf) else Node(e.op, e.act, swapped.get(e.tuple, e.tuple),
+                                                       built[e.left], built[e.right])
+    other = MultiCell((CellGraph(built[g.root], "h"),))
+    assert shape_form(other, gru.layout) == shape_form(gru.cell, gru.layout)
+    assert shape_form(target("lstm").cell, target("lstm").layout) != shape_form(gru.cell, gru.layout)
+
+
+def test_epoch_order_is_a_pure_function_of_seed_and_epoch():
+    a = epoch_order(3, 2, 50)
+    assert np.array_equal(a, epoch_order(3, 2, 50)) and sorted(a) == list(range(50))
+    assert not np.array_equal(a, epoch_order(3, 3, 50))
+    assert not np.array_equal(a, epoch_order(4, 2, 50))
+
+
+@pytest.mark.parametrize("model", ["rrnn", "gru"])
+def test_eval_reproduces_the_final_test_metric(runs, model, capsys):
+    path, final = runs[model]
+    assert evaluate_run(path)["test_accuracy"] == final["test_accuracy"]
+    assert evaluate_run(path, "val")["val_accuracy"] == final["val_accuracy"]
+    assert main(["eval", str(path), "--split", "test"]) == 0
+    saved = json.loads((path / "eval_test.json").read_text())
+    assert saved["test_accuracy"] == final["test_accuracy"] and saved["checkpoint"] == "best"
+    assert f"test_accuracy {final['test_accuracy']:.6f}" in capsys.readouterr().out
+    last = evaluate_run(path, checkpoint="last")
+    assert last["epoch"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "dot", "svg"])
+def test_export_every_format(runs, tmp_path, fmt):
+    path, _ = runs["rrnn"]
+    out = tmp_path / f"cell.{fmt}"
+    assert main(["export", str(path), "--sample", "1", "--t", "3", "--format", fmt, "-o", str(out)]) == 0
+    text = out.read_text()
+    cell, layout = export_cell(path, 1, 3)
+    if fmt == "json":
+        doc = load_document(out)
+        assert doc.trees["h"].expr == cell.output.root and len(doc.layout) == len(layout)
+    elif fmt == "sympy":
+        assert "h_t" in text and "=" in text
+    elif fmt == "latex":
+        assert "\\" in text
+    elif fmt == "dot":
+        assert text.lstrip().startswith("digraph")
+    else:
+        assert "<svg" in text
+
+
+def test_export_is_the_cell_of_that_sample_and_step(runs):
+    path, _ = runs["rrnn-gru"]
+    cell, layout = export_cell(path, 0, 2, split="val")
+    assert shape_form(cell, layout) == shape_form(target("gru").cell, target("gru").layout)
+    log = RunLog.load(path).structures()[-1]
+    examples = {(f["example"]["sample"], f["example"]["t"]): f for f in log["forms"]}
+    (sample, t), form = next(iter(examples.items()))
+    assert load_document(form["cell"]).cell.output.root == export_cell(path, sample, t, "val")[0].output.root
+
+
+def test_export_and_eval_errors(runs, capsys):
+    gru, _ = runs["gru"]
+    assert main(["export", str(gru), "--sample", "0", "--t", "0", "--format", "json"]) == 2
+    assert "no discovered cells" in capsys.readouterr().err
+    rrnn, _ = runs["rrnn"]
+    assert main(["export", str(rrnn), "--sample", "999", "--t", "0", "--format", "json"]) == 2
+    assert "outside split test" in capsys.readouterr().err
+    assert main(["eval", str(rrnn.parent / "missing")]) == 2
+
+
+def test_teacher_provider(runs, tmp_path):
+    gru, _ = runs["gru"]
+    final = train(tiny(model="rrnn-gru", epochs=1, teacher=str(gru)), tmp_path / "t", log=lambda s: None)
+    assert final["target_provider"] == "teacher" and final["teacher"] == str(gru)
+    assert RunLog.load(tmp_path / "t").metrics[0]["loss_td"] > 0
+    lstm, _ = runs["lstm"]
+    with pytest.raises(CellGraphError, match="must be a gru run"):
+        train(tiny(model="rrnn", epochs=1, teacher=str(lstm)), tmp_path / "u", log=lambda s: None)
+
+
+def test_cli_train_and_its_errors(tmp_path, capsys):
+    sets = [a for k, v in TINY.items() if k not in ("task",) for a in ("--set", f"{k}={v}")]
+    out = tmp_path / "run"
+    assert main(["train", "--task", "planted", "--model", "gru", *sets, "--set", "epochs=1", "--out", str(out)]) == 0
+    assert "best epoch 1" in capsys.readouterr().out
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == "gru" and config["epochs"] == 1
+    assert json.loads((out / "env.json").read_text())["seed"] == 0
+    assert main(["train", "--task", "planted", "--out", str(out)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["train", "--resume", str(out), "--model", "gru"]) == 2
+    assert "drop --model" in capsys.readouterr().err
+    assert main(["train", "--task", "planted"]) == 2
+    assert main(["train", "--set", "epochs=0", "--out", str(tmp_path / "x")]) == 2
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["train", "--set", "epochs=1", "--out", str(blocker / "run")]) == 2
+    assert "cannot be written" in capsys.readouterr().err
+
+
+def _has_data() -> bool:
+    try:
+        resolve_data_dir()
+    except CellGraphError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_data(), reason="no ../shared/data")
+@pytest.mark.parametrize("task,metric", [("wiki", "bpc"), ("ptb", "perplexity"), ("sst", "accuracy")])
+def test_real_data_slice(tmp_path, task, metric):
+    final = train(tiny(task=task, model="rrnn-gru", epochs=1, max_train=16, max_eval=16),
+                  tmp_path, log=lambda s: None)
+    assert final["metric"] == metric and final[f"test_{metric}"] > 0
+    if metric == "bpc":
+        assert final["test_bpc"] < 2 * np.log2(27)
