@@ -92,8 +92,9 @@ class _Candidate(NamedTuple):
     vector: np.ndarray
 
 
-def _same(v: np.ndarray, w: np.ndarray, tol: float) -> bool:
-    return float(np.max(np.abs(v - w))) <= tol
+def _in(v: np.ndarray, rows: np.ndarray, tol: float) -> bool:
+    """Whether ``v`` equals (max-abs within ``tol``) any row of ``rows`` ``(m, p)``."""
+    return bool(len(rows)) and bool(np.any(np.max(np.abs(rows - v), axis=1) <= tol))
 
 
 def _score(alpha: Alpha, v: np.ndarray, key: tuple[int, ...]) -> float:
@@ -144,14 +145,14 @@ def search(
     second_scores: list[float] = []
     counts: list[int] = []
     for k in range(1, space.n_iterations + 1):
-        generated = vectors[len(space.leaves):]  # P_{k-1}
+        generated = np.array(vectors[len(space.leaves):]).reshape(-1, p)  # P_{k-1}
         eligible: list[_Candidate] = []
         for r_pos, r in enumerate(space.tuples):
             for o_pos, o in enumerate(ops):
                 for u_pos, u in enumerate(acts):
                     for i, j in pairs(len(nodes)):
                         v = combine(weights[r], o, u, vectors[i], vectors[j])
-                        if any(_same(v, w, exclusion_tol) for w in generated):
+                        if _in(v, generated, exclusion_tol):
                             continue
                         key = candidate_key(r_pos, o_pos, u_pos, i, j)
                         eligible.append(_Candidate(key, _score(alpha, v, key), v))
@@ -161,10 +162,8 @@ def search(
                 f"candidate's vector is already in P_{k - 1} (within {exclusion_tol})"
             )
         best = _choose(eligible)
-        second = max(
-            (c.score for c in eligible if not _same(c.vector, best.vector, exclusion_tol)),
-            default=math.nan,
-        )
+        differs = np.max(np.abs(np.array([c.vector for c in eligible]) - best.vector), axis=1) > exclusion_tol
+        second = max((c.score for c, d in zip(eligible, differs) if d), default=math.nan)
         r_pos, o_pos, u_pos, i, j = best.key
         node = Node(space.ops[o_pos], space.activations[u_pos], space.tuples[r_pos], nodes[i], nodes[j])
         nodes.append(node)

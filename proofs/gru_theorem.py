@@ -149,7 +149,7 @@ def cell_tuples(name: str, cell) -> list:
 
 
 @timed
-def check_torch(seed: int = 0, n_draws: int = 32) -> Result:
+def check_torch(seed: int = 0, n_draws: int = 100) -> Result:
     """GRU as ``torch.nn.GRUCell`` computes it (target ``gru_torch``), float64, tolerance 1e-10,
     on ``n_draws`` draws (a draw costs twice a ``gru`` draw: 9 iterations over 5 tuples)."""
     import torch

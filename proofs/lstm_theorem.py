@@ -106,7 +106,7 @@ def _literal(rng: np.random.Generator, p: int = 4, batch: int = 16) -> tuple[Out
 
 
 @timed
-def check(seed: int = 0, n_draws: int = 32) -> Result:
+def check(seed: int = 0, n_draws: int = 50) -> Result:
     """Literal: exhaustive search of the paper's second run. Corrected: the ``lstm`` target on
     ``n_draws`` draws against the equations, ``lstm_torch`` on ``n_draws`` draws against
     ``torch.nn.LSTMCell``."""
