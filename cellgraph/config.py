@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cellgraph.errors import FormatError
+from cellgraph.runs import read_json
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "parse_set"]
+__all__ = ["TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config", "parse_set"]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
 MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
@@ -97,6 +98,14 @@ class TrainConfig:
             "max_eval": self.max_eval >= 0,
             "clip": self.clip >= 0,
             "max_bad_steps": self.max_bad_steps >= 1,
+            "seed": self.seed >= 0,  # numpy and torch generators take non-negative seeds
+            "data_seed": self.data_seed >= 0,
+            "eval_batch_size": self.eval_batch_size >= 1,
+            "alternate_every": self.alternate_every >= 0,
+            "patience": self.patience >= 0,
+            "num_threads": self.num_threads >= 0,
+            "log_structures": self.log_structures >= 0,
+            **{f"lambda{i}": getattr(self, f"lambda{i}") >= 0 for i in range(1, 5)},
         }
         allowed = {"task": TASKS, "model": MODELS, "mode": MODES, "eval_mode": MODES}
         for key, ok in checks.items():
@@ -235,7 +244,6 @@ def resolve_config(
     base: Mapping[str, Any] | None = None,
 ) -> TrainConfig:
     """Defaults <- ``base`` <- preset <- TOML file <- overrides, each validated."""
-    values: dict[str, Any] = {}
     layers: list[tuple[str, Mapping[str, Any]]] = [("arguments", base or {})]
     if preset:
         if preset not in PRESETS:
@@ -244,7 +252,27 @@ def resolve_config(
     if config_file:
         layers.append((str(config_file), load_toml(config_file)))
     layers.append(("--set", overrides or {}))
+    return _build(layers)
+
+
+def load_run_config(path: str | Path) -> TrainConfig:
+    """The :class:`TrainConfig` recorded in a JSON file (a run folder's ``config.json``),
+    validated like a TOML file: errors name the file and the key."""
+    values = read_json(path)
+    if not isinstance(values, dict):
+        raise FormatError("", "expected a JSON object of settings", str(path))
+    return _build([(str(path), values)])
+
+
+def _build(layers: list[tuple[str, Mapping[str, Any]]]) -> TrainConfig:
+    """Apply ``(source, settings)`` layers in order; an invalid value names the layer that set it."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for source, layer in layers:
         for key, value in layer.items():
             values[key] = _coerce(key, value, source)
-    return TrainConfig(**values)
+            sources[key] = source
+    try:
+        return TrainConfig(**values)
+    except FormatError as err:
+        raise FormatError(err.path, err.message, sources.get(err.path, "defaults")) from None

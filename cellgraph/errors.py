@@ -8,11 +8,13 @@ class CellGraphError(ValueError):
 class FormatError(CellGraphError):
     """A file or document that does not follow its documented format.
 
-    ``path`` is the location of the bad field inside the document, e.g. ``children[1].act``.
+    ``path`` is the location of the bad field inside the document, e.g. ``children[1].act``;
+    ``message`` the problem and ``source`` the file (or other origin), where known.
     """
 
     def __init__(self, path: str, message: str, source: str | None = None) -> None:
         self.path = path
+        self.message = message
         self.source = source
         where = f"{source}: " if source else ""
         at = f"{path}: " if path else ""

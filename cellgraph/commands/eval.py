@@ -23,8 +23,10 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cellgraph.backends.torch_train import evaluate_run
+    from cellgraph.config import load_run_config
     from cellgraph.runs import write_json
 
+    load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     result = evaluate_run(args.run, args.split, args.checkpoint)
     key = f"{args.split}_{result['metric']}"
     write_json(Path(args.run) / f"eval_{args.split}.json", result)

@@ -30,11 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
     from types import SimpleNamespace
 
     from cellgraph.backends.torch_train import export_cell
     from cellgraph.commands.target import _text
+    from cellgraph.config import load_run_config
 
+    load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     cell, layout = export_cell(args.run, args.sample, args.t, args.split)
     if args.format in DRAWING_FORMATS:
         from cellgraph.draw import render

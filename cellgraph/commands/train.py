@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from cellgraph.config import TrainConfig, parse_set, resolve_config
+    from cellgraph.config import load_run_config, parse_set, resolve_config
     from cellgraph.errors import CellGraphError
 
     given = [f"--{flag}" for flag in ("preset", "config", "out", *_FLAG_KEYS) if getattr(args, flag)]
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         run_dir = RunDir(args.resume)
         if not run_dir.file("config.json").exists():
             raise CellGraphError(f"{args.resume} is not a run folder (no config.json) to resume")
-        config, out = TrainConfig(**run_dir.read_config()), args.resume
+        config, out = load_run_config(run_dir.file("config.json")), args.resume
     else:
         if not args.out:
             raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")
