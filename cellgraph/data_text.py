@@ -42,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+import zlib
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -117,11 +118,14 @@ def read_enwik8(path: PathLike) -> str:
 def _cleaned_enwik8(stamp: tuple[str, int, int]) -> str:
     path = stamp[0]
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            members = archive.namelist()
-            if len(members) != 1:
-                raise FormatError("", f"expected a zip with one member (enwik8), got {members}", path)
-            raw = archive.read(members[0])
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = archive.namelist()
+                raw = archive.read(members[0]) if len(members) == 1 else None
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError, OSError) as err:
+            raise FormatError("", f"a damaged zip archive ({type(err).__name__}: {err})", path) from None
+        if raw is None:
+            raise FormatError("", f"expected a zip with one member (enwik8), got {members}", path)
     else:
         raw = Path(path).read_bytes()
     text = clean_enwik8(raw.decode("utf-8", errors="replace"))
