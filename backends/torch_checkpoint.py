@@ -51,12 +51,15 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load and verify one checkpoint; raise :class:`CheckpointError` naming the problem."""
     path = Path(path)
+    sidecar = Path(f"{path}.sha256")
     try:
         data = path.read_bytes()
+        expected = sidecar.read_bytes().strip() if sidecar.exists() else None
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} does not exist") from None
-    sidecar = Path(f"{path}.sha256")
-    if sidecar.exists() and sidecar.read_text().strip() != _digest(data):
+    except OSError as err:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {err}") from None
+    if expected is not None and expected != _digest(data).encode():
         raise CheckpointError(f"checkpoint {path} is corrupted or truncated (sha256 mismatch)")
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
