@@ -21,15 +21,15 @@ leaf depth over the deepest (1 for a perfect tree, small for a caterpillar).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cellgraph.errors import CellGraphError
+from cellgraph.config import load_run_config
+from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.runs import RunDir, read_json
 
-__all__ = ["METRICS", "RunLog", "metric_name", "structure_summary"]
+__all__ = ["METRICS", "RunLog", "metric_name", "structure_summary", "require_field"]
 
 #: task -> (metric, lower is better)
 METRICS: dict[str, tuple[str, bool]] = {
@@ -65,10 +65,13 @@ class RunLog:
 
     @classmethod
     def load(cls, path: str | Path) -> "RunLog":
+        """Read and validate a run folder: ``config.json`` must be a valid
+        :class:`~cellgraph.config.TrainConfig` (and :meth:`RunDir.metrics` checks the
+        records); errors name the file, the line and the field."""
         run = RunDir(path)
         if not run.file("config.json").exists():
             raise CellGraphError(f"{path} is not a run folder (no config.json)")
-        return cls(Path(path), run.read_config(), run.metrics())
+        return cls(Path(path), load_run_config(run.file("config.json")).to_dict(), run.metrics())
 
     @property
     def label(self) -> str:
@@ -79,15 +82,62 @@ class RunLog:
         return metric_name(self.config["task"])
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
-        rows = [r for r in self.metrics if r.get(key) is not None]
-        return [r["epoch"] for r in rows], [float(r[key]) for r in rows]
+        """Epochs and values of metric ``key`` where logged; a logged value must be a number."""
+        source = self.path / "metrics.jsonl"
+        rows = [(line, r) for line, r in enumerate(self.metrics, 1) if r.get(key) is not None]
+        return ([r["epoch"] for _, r in rows],
+                [float(require_field(r, key, float, f"line {line}", source)) for line, r in rows])
 
     def structures(self) -> list[dict[str, Any]]:
-        """Per-epoch structure logs, by epoch."""
+        """Per-epoch structure logs, by epoch, validated (module docstring)."""
         folder = self.path / "structures"
         files = sorted(folder.glob("epoch_*.json")) if folder.is_dir() else []
-        return [read_json(f) for f in files]
+        return [_structure_log(read_json(f), f) for f in files]
 
     def final(self) -> dict[str, Any] | None:
         path = self.path / "final.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        return _object(read_json(path), "", path) if path.exists() else None
+
+
+def _object(value: Any, where: str, source: Path) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise FormatError(where, f"expected a JSON object, got {type(value).__name__}", str(source))
+    return value
+
+
+def require_field(obj: dict[str, Any], key: str, kind: type, where: str, source: Path) -> Any:
+    """``obj[key]``, which must be a ``kind`` (``float`` accepts integers; never a boolean);
+    else a :class:`FormatError` naming ``source``, ``where`` and ``key``."""
+    value = obj.get(key)
+    kinds = (int, float) if kind is float else kind
+    if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kinds):
+        at = f"{where}.{key}" if where else key
+        raise FormatError(at, f"expected {_KIND_NAMES[kind]}, got {value!r:.40}", str(source))
+    return value
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+               list: "a list", dict: "an object"}
+_LOG_FIELDS = {"epoch": int, "n_cells": int, "forms": list}
+_FORM_FIELDS = {"canonical": str, "count": int, "depth": int, "n_internal": int, "balance": float}
+
+
+def _structure_log(value: Any, source: Path) -> dict[str, Any]:
+    """``value`` if it is a structure log as the module docstring describes."""
+    log = _object(value, "", source)
+    for key, kind in _LOG_FIELDS.items():
+        require_field(log, key, kind, "", source)
+    if "target_share" in log:
+        require_field(log, "target_share", float, "", source)
+    for i, form in enumerate(log["forms"]):
+        where = f"forms[{i}]"
+        _object(form, where, source)
+        for key, kind in _FORM_FIELDS.items():
+            require_field(form, key, kind, where, source)
+        if form["count"] < 0:
+            raise FormatError(f"{where}.count", f"expected a count >= 0, got {form['count']}", str(source))
+        if "is_target" in form:
+            require_field(form, "is_target", bool, where, source)
+        if "cell" in form:
+            require_field(form, "cell", dict, where, source)
+    return log

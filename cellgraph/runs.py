@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cellgraph.errors import CellGraphError
+from cellgraph.errors import CellGraphError, FormatError
 
 __all__ = ["atomic_write", "write_json", "read_json", "RunDir", "package_versions"]
 
@@ -130,16 +130,25 @@ class RunDir:
             os.fsync(handle.fileno())
 
     def metrics(self) -> list[dict[str, Any]]:
-        """Per-epoch records; a torn last line (killed mid-write) is dropped."""
+        """Per-epoch records, each an object with an integer ``epoch`` >= 0; a torn last line
+        (killed mid-write) is dropped."""
         path = self.file("metrics.jsonl")
         if not path.exists():
             return []
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise CellGraphError(f"{path}: not UTF-8 text ({err})") from None
         out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for n, line in enumerate(text.splitlines(), 1):
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
                 break
+            epoch = record.get("epoch") if isinstance(record, dict) else None
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise FormatError(f"line {n}", "expected an object with an integer epoch >= 0", str(path))
+            out.append(record)
         return out
 
     def truncate_metrics(self, epochs: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cellgraph.errors import CellGraphError
-from cellgraph.runlog import RunLog
+from cellgraph.runlog import RunLog, require_field
 
 __all__ = ["summarize", "markdown"]
 
@@ -32,11 +32,18 @@ def summarize(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"task": task, "model": model, "metric": metric, "n": len(runs),
                                "seeds": sorted(log.config.get("seed") for log, _ in runs)}
         for split in ("val", "test"):
-            row[split] = _mean_std([float(final[f"{split}_{metric}"]) for _, final in runs])
-        row["seconds"] = _mean_std([float(final.get("train_seconds", 0.0)) for _, final in runs])
-        row["epochs"] = _mean_std([float(final.get("epochs_run", 0)) for _, final in runs])
+            row[split] = _mean_std([_value(log, final, f"{split}_{metric}") for log, final in runs])
+        row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
+        row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
     return rows
+
+
+def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None = None) -> float:
+    """The number ``final[key]`` of a run's final.json (``default`` where it is absent)."""
+    if default is not None and key not in final:
+        return default
+    return float(require_field(final, key, float, "", log.path / "final.json"))
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
