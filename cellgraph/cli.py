@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 
 from cellgraph import commands
@@ -27,14 +29,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code. Bad input (a :class:`CellGraphError` or an
+    ``OSError`` such as a missing file or a folder given as a file) is one line on stderr
+    and exit code 2; argparse exits 2 on bad arguments. When the reader of stdout goes away
+    (``cellgraph ... | head``) the command stops quietly with code 141, as a process ended
+    by SIGPIPE does."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
-    except (CellGraphError, FileNotFoundError, PermissionError) as err:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Python ignores SIGPIPE: point stdout at /dev/null so that the interpreter's last
+        # flush cannot fail again and print a traceback (Python docs, "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except (CellGraphError, OSError) as err:
         print(f"cellgraph {args.command}: error: {err}", file=sys.stderr)
         return 2
 

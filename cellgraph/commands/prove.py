@@ -21,8 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", choices=tuple(STATEMENTS), metavar="NAME",
                    help=f"run only this statement (repeatable): {', '.join(STATEMENTS)}")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of every random draw, an integer >= 0 (default 0)")
     p.set_defaults(func=run)
+
+
+def seed(text: str) -> int:
+    """The ``--seed`` argument: numpy's generators take integers >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
