@@ -220,7 +220,8 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
     """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.runlog`) of the first
     ``log_structures`` validation samples."""
     layout = model.layout
-    target_form = shape_form(target(config.target).cell, target(config.target).layout)
+    goal = target(config.target)
+    target_form = shape_form(goal.cell, goal.layout)
     forms: dict[str, dict[str, Any]] = {}
     n_cells = 0
     for index, traces in _discovered(model, dataset.val, config, config.log_structures):
@@ -341,7 +342,8 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     nats = correct = n = good = bad_in_row = skipped = 0
     choices = None
     if model.model_name == "rrnn-gru":
-        choices = torch.full((len(dataset.train), dataset.seq_len, len(model.core.cell.trainable_nodes)), -1)
+        shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.trainable_nodes))
+        choices = torch.full(shape, -1, dtype=torch.int16)
     bar = _progress(math.ceil(len(order) / config.batch_size), f"epoch {epoch}")
     for step, (index, tokens, gold) in enumerate(_batches(dataset.train, order, config.batch_size), 1):
         logits, traces = model(tokens)
@@ -349,7 +351,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         vectors = targets(model, tokens, traces) if targets is not None else None
         terms = loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (), params)
         if choices is not None:
-            choices[index] = model.choices(traces)
+            choices[index] = model.choices(traces).to(choices.dtype)
         optimizer.zero_grad(set_to_none=True)
         finite = bool(torch.isfinite(terms.total))
         if finite:
@@ -377,7 +379,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
                         **{dataset.metric: f"{_metric(dataset, nats / n, correct, n):.4f}"})
     bar.close()
     record: dict[str, Any] = {
-        "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / max(n, 1), correct, n),
+        "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
         "phase": phase, "bad_steps": skipped,
     }
     lambdas = {"task": config.lambda1, "td": loss_fn.lambda2, "margin": loss_fn.lambda3, "l2": config.lambda4}
@@ -406,8 +408,10 @@ def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str,
 
 
 def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -> str:
-    parts = [f"epoch {record['epoch']}/{epochs}", f"train {metric} {record[f'train_{metric}']:.4f}",
-             f"val {metric} {record[f'val_{metric}']:.4f}"]
+    parts = [f"epoch {record['epoch']}/{epochs}"]
+    if record[f"train_{metric}"] is not None:
+        parts.append(f"train {metric} {record[f'train_{metric}']:.4f}")
+    parts.append(f"val {metric} {record[f'val_{metric}']:.4f}")
     if record["loss_total"] is not None:
         parts.append(f"loss {record['loss_total']:.4f}")
     if record.get("n_e") is not None:
@@ -425,7 +429,10 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     """Train ``config`` into the run folder ``out_dir`` (module docstring); return final.json.
 
     With ``resume``, ``out_dir`` holds the run: it continues from ``checkpoints/last.pt``
-    (or its previous version if that is damaged), ``config`` must be the run's own."""
+    (or its previous version if that is damaged) with ``config`` (``cellgraph train
+    --resume`` passes the run's own ``config.json``; a larger ``epochs`` extends the run).
+    ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
+    epoch this process trains and whether it writes the run folder."""
     run = RunDir.create(out_dir, resume=resume)
     if dist.writes and not (resume and run.file("config.json").exists()):
         run.write_config(config.to_dict(), argv)

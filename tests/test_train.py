@@ -227,3 +227,13 @@ def test_real_data_slice(tmp_path, task, metric):
     assert final["metric"] == metric and final[f"test_{metric}"] > 0
     if metric == "bpc":
         assert final["test_bpc"] < 2 * np.log2(27)
+
+
+def test_glove_initialises_the_embedding(tmp_path):
+    rows = {"t0": [0.5] * 8, "t3": [-1.0] * 8}
+    (tmp_path / "glove.test.8d.txt").write_text(
+        "".join(f"{w} {' '.join(map(str, v))}\n" for w, v in rows.items()))
+    config = tiny(model="gru", glove=str(tmp_path))
+    weight = build_model(config, load_data(config)).embedding.weight
+    assert torch.equal(weight[0], torch.full((8,), 0.5)) and torch.equal(weight[3], torch.full((8,), -1.0))
+    assert not torch.equal(weight[1], torch.full((8,), 0.5))
