@@ -21,6 +21,7 @@ from typing import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_search import MODES, SearchParams, prepare, search
@@ -188,21 +189,34 @@ class _Sequence(nn.Module):
 
     cell: nn.Module
 
-    def __init__(self, batch_first: bool = False, return_traces: bool = True) -> None:
+    def __init__(self, batch_first: bool = False, return_traces: bool = True,
+                 recompute: bool = False) -> None:
         super().__init__()
-        self.batch_first, self.return_traces = batch_first, return_traces
+        self.batch_first, self.return_traces, self.recompute = batch_first, return_traces, recompute
+
+    def _check_recompute(self) -> None:
+        if self.recompute and getattr(self.cell, "norms", None) is not None:
+            raise CellGraphError("recompute=True with batch_norm: the recomputed step would update "
+                                 "the BatchNorm running statistics a second time")
+
+    def _step(self, x_t: Tensor, state: State | None, params) -> tuple[State, list[SearchTrace]]:
+        if self.recompute and torch.is_grad_enabled():
+            return checkpoint(self.cell, x_t, state, params, use_reentrant=False)
+        return self.cell(x_t, state, params)
 
     def forward(self, input: Tensor, state: State | None = None
                 ) -> tuple[Tensor, State, list[list[SearchTrace]] | None]:
         """``input (T, B, p)`` (``(B, T, p)`` if batch_first) -> ``(output, final_state,
         traces)``; ``traces[t]`` is the list of SearchTraces of step ``t`` (``None`` when
-        ``return_traces`` is off)."""
+        ``return_traces`` is off). With ``recompute`` each step is checkpointed: its
+        activations are dropped after the forward pass and the step (search included) is
+        run again in the backward pass, so memory grows with ``T`` by the states only."""
         if self.batch_first:
             input = input.transpose(0, 1)
         params = self.cell.prepare()
         outputs, traces = [], []
         for x_t in input:
-            state, step = self.cell(x_t, state, params)
+            state, step = self._step(x_t, state, params)
             outputs.append(state[-1] if isinstance(state, tuple) else state)
             if self.return_traces:
                 traces.append(step)
@@ -218,16 +232,20 @@ class _Sequence(nn.Module):
 class RRNN(_Sequence):
     r"""RRNN over a sequence: ``h_t`` from :class:`RRNNCell` at every step.
 
-    Args: those of :class:`RRNNCell`, plus ``batch_first`` and ``return_traces`` (keep the
-    per-step :class:`SearchTrace` lists; turn off to save memory).
+    Args: those of :class:`RRNNCell`, plus ``batch_first``, ``return_traces`` (keep the
+    per-step :class:`SearchTrace` lists; turn off to save memory) and ``recompute``
+    (activation checkpointing per step: the search is recomputed in the backward pass;
+    same values and gradients, less memory; not with ``batch_norm``).
 
     Shape:
         - input: ``(T, B, p)``; output: ``(T, B, p)`` (the states ``h_t``).
     """
 
-    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True, **kwargs) -> None:
-        super().__init__(batch_first, return_traces)
+    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True,
+                 recompute: bool = False, **kwargs) -> None:
+        super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNCell(*args, **kwargs)
+        self._check_recompute()
 
 
 class RRNNGRUCell(_TupleModule):
@@ -323,11 +341,13 @@ class RRNNGRUCell(_TupleModule):
 
 
 class RRNNGRU(_Sequence):
-    """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first`` and
-    ``return_traces``). Shape: input ``(T, B, p)`` -> output ``(T, B, p)``."""
+    """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first``,
+    ``return_traces`` and ``recompute`` as in :class:`RRNN`). Shape: input ``(T, B, p)`` ->
+    output ``(T, B, p)``."""
 
-    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True, **kwargs) -> None:
-        super().__init__(batch_first, return_traces)
+    def __init__(self, *args, batch_first: bool = False, return_traces: bool = True,
+                 recompute: bool = False, **kwargs) -> None:
+        super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNGRUCell(*args, **kwargs)
 
     def tuple_parameters(self) -> list[nn.Parameter]:

@@ -1,0 +1,99 @@
+"""Item 2 of ``cellgraph bench``: one training step (forward and backward of a sequence
+batch) of the recurrent models, time and peak memory, each as a ratio to ``torch.nn.GRU``
+measured in the same run.
+
+Models (all with input size = hidden size ``p``):
+
+* ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch_rrnn.RRNN`
+  with the paper's sets (3 trainable tuples + identity, U = {sigmoid, tanh, 1-x, id},
+  O = {+, *}, aux {0}), per-sample trees; ``rrnn_soft_recompute`` the same with the search
+  recomputed in the backward pass;
+* ``rrnn_gru``: :class:`~cellgraph.backends.torch_rrnn.RRNNGRU`;
+* ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch_freeze.freeze`),
+  run by a Python loop over time;
+* ``gru_cell_loop``: a Python loop over ``torch.nn.GRUCell``; ``torch_gru``: ``torch.nn.GRU``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from cellgraph.backends.torch_freeze import freeze
+from cellgraph.backends.torch_rrnn import RRNN, RRNNGRU, GRUBaseline
+from cellgraph.benchmarks.measure import best_time, peak_memory
+from cellgraph.targets import target
+
+__all__ = ["CellLoop", "models", "training_step", "compare_steps"]
+
+
+class CellLoop(nn.Module):
+    """A one-step cell ``cell(x_t, h) -> h`` run over ``(T, B, p)`` by a Python loop, with the
+    RRNN call convention ``forward(input) -> (output, h_T, None)``."""
+
+    def __init__(self, cell: nn.Module) -> None:
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, input: Tensor) -> tuple[Tensor, Tensor, None]:
+        state = None
+        outputs = []
+        for x_t in input:
+            state = self.cell(x_t, state)
+            outputs.append(state)
+        return torch.stack(outputs), state, None
+
+
+def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tuples: int = 3,
+           gru_scoring_hidden: int = 64) -> dict[str, Callable[[], nn.Module]]:
+    """Builders of the compared models (built lazily: each one is measured, then dropped)."""
+    rrnn = dict(hidden_size=p, n_tuples=n_tuples, n_iterations=n_iterations,
+                scoring_hidden=scoring_hidden, return_traces=False)
+    return {
+        "rrnn_soft": lambda: RRNN(mode="soft", **rrnn),
+        "rrnn_straight_through": lambda: RRNN(mode="straight-through", **rrnn),
+        "rrnn_soft_recompute": lambda: RRNN(mode="soft", recompute=True, **rrnn),
+        "rrnn_gru": lambda: RRNNGRU(p, n_tuples, scoring_hidden=gru_scoring_hidden, return_traces=False),
+        "frozen_gru": lambda: CellLoop(freeze(target("gru"), hidden_size=p)),
+        "gru_cell_loop": lambda: CellLoop(nn.GRUCell(p, p)),
+        "torch_gru": lambda: GRUBaseline(p),
+    }
+
+
+def training_step(model: nn.Module, input: Tensor) -> Callable[[], None]:
+    """One forward and backward pass of ``model`` on ``input (T, B, p)`` (loss: mean square
+    of the outputs); gradients are dropped before each pass."""
+
+    def step() -> None:
+        for param in model.parameters():
+            param.grad = None
+        output = model(input)[0]
+        output.square().mean().backward()
+
+    return step
+
+
+def compare_steps(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
+                  scoring_hidden: int = 256, repeat: int = 3, seed: int = 0,
+                  names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Time (best of ``repeat``) and peak memory of one training step of each model, and
+    their ratios to ``torch_gru``."""
+    torch.manual_seed(seed)
+    input = torch.randn(steps, batch, p)
+    builders = models(p, n_iterations, scoring_hidden)
+    rows: dict[str, dict[str, float]] = {}
+    for name in names or tuple(builders):
+        torch.manual_seed(seed)
+        step = training_step(builders[name](), input)
+        rows[name] = {"time_s": best_time(step, repeat=repeat), "peak_bytes": peak_memory(step)}
+    base = rows["torch_gru"]
+    for row in rows.values():
+        row["time_vs_torch_gru"] = row["time_s"] / base["time_s"]
+        row["memory_vs_torch_gru"] = row["peak_bytes"] / max(base["peak_bytes"], 1)
+    return {
+        "config": {"p": p, "batch": batch, "steps": steps, "n_iterations": n_iterations,
+                   "scoring_hidden": scoring_hidden, "trainable_tuples": 3, "dtype": "float32"},
+        "models": rows,
+    }

@@ -1,0 +1,156 @@
+"""The ``cellgraph bench`` suite: items 1-5, the targets of issue 6, a printed table and a
+JSON document with the machine's description.
+
+``quick`` runs every item at toy sizes (seconds; for tests and smoke runs); the full run
+uses the paper's configuration (``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples,
+batch 16, 20 steps).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import torch
+
+from cellgraph.benchmarks import epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
+from cellgraph.benchmarks.measure import load_average, machine
+
+__all__ = ["SIZES", "run", "targets", "table"]
+
+GiB = 2 ** 30
+
+#: Sizes of each item, full and quick.
+SIZES: dict[bool, dict[str, dict[str, Any]]] = {
+    False: {
+        "search": dict(p=100, H=256, batch=16, n_iterations=9, repeat=3),
+        "steps": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
+        "matmul_shapes": ((2560, 100, 256), (2560, 256, 100), (1024, 1024, 1024)),
+        "scaling": dict(base=dict(p=100, batch=16, n_iterations=9, scoring_hidden=256),
+                        n_iterations=(4, 8, 12, 16), hidden=(32, 64, 128, 256), batch=(1, 16, 64, 256),
+                        steps=2, repeat=1),
+        "epoch": dict(batches=3),
+    },
+    True: {
+        "search": dict(p=4, H=6, batch=3, n_iterations=4, repeat=1),
+        "steps": dict(p=6, batch=2, steps=3, n_iterations=3, scoring_hidden=8, repeat=1),
+        "matmul_shapes": ((64, 32, 32),),
+        "scaling": dict(base=dict(p=4, batch=2, n_iterations=3, scoring_hidden=6),
+                        n_iterations=(2, 4), hidden=(4, 8), batch=(1, 2), steps=1, repeat=1),
+        "epoch": dict(batches=1, p=6, n_iterations=2, scoring_hidden=6),
+    },
+}
+
+
+def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench") -> dict[str, Any]:
+    """Run items 1-5 with ``threads`` torch CPU threads and evaluate the targets."""
+    torch.set_num_threads(threads)
+    sizes = SIZES[quick]
+    result: dict[str, Any] = {
+        "command": command,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "quick": quick,
+        "machine": machine(),
+    }
+    result["search"] = search_bench.compare_search(**sizes["search"])
+    result["steps"] = step_bench.compare_steps(**sizes["steps"])
+    cfg = result["steps"]["config"]
+    result["flops"] = flops_bench.achieved(
+        search_bench.paper_space(cfg["n_iterations"]), cfg["p"], cfg["scoring_hidden"], cfg["batch"],
+        cfg["steps"], result["steps"]["models"]["rrnn_soft"]["time_s"], sizes["matmul_shapes"],
+    )
+    result["scaling"] = scaling_bench.scaling(**sizes["scaling"])
+    result["epoch"] = epoch_bench.epoch_time(**sizes["epoch"])
+    result["load_average_after"] = load_average()
+    result["targets"] = targets(result)
+    return result
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of issue 6, each with its measured value, limit and whether it is met."""
+    models = result["steps"]["models"]
+    loop = models["gru_cell_loop"]["time_s"]
+
+    def target(name: str, value: float, limit: float, at_least: bool = False) -> dict[str, Any]:
+        return {"target": name, "value": value, "limit": limit,
+                "relation": ">=" if at_least else "<=",
+                "met": value >= limit if at_least else value <= limit}
+
+    return [
+        target("optimized search speed-up over literal Algorithm 2 (x)", result["search"]["speedup"], 100, True),
+        target("RRNN soft training step (s)", models["rrnn_soft"]["time_s"], 0.9),
+        target("RRNN-GRU step / GRUCell loop (x)", models["rrnn_gru"]["time_s"] / loop, 5),
+        target("frozen gru step / GRUCell loop (x)", models["frozen_gru"]["time_s"] / loop, 1.5),
+        target("RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
+               result["flops"]["fraction_of_matmul"]["executed"], 0.4, True),
+        target("Wiki-5k RRNN epoch (s)", result["epoch"]["epoch_s"], 600),
+        target("peak memory of the RRNN soft step (GiB)", models["rrnn_soft"]["peak_bytes"] / GiB, 4),
+        target("growth exponent of the cost per cell in n_iterations", result["scaling"]["n_iterations_exponent"], 2.5),
+    ]
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 2 ** 20:.1f} MiB"
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as plain-text tables (Markdown-compatible)."""
+    m = result["machine"]
+    lines = [
+        f"cellgraph bench{' --quick' if result['quick'] else ''}  {result['date']}",
+        f"machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads, "
+        f"python {m['python']}, {m['platform']}",
+        f"load average before: {m['load_average']}, after: {result['load_average_after']}",
+        "",
+    ]
+    s = result["search"]
+    c = s["config"]
+    lines += [
+        f"(1) literal Algorithm 2 vs optimized torch search (hard, float64; p={c['p']}, H={c['scoring_hidden']}, "
+        f"batch {c['batch']}, N={c['n_iterations']}, {c['n_tuples']} tuples)",
+        "| reference (s) | torch (s) | speed-up | trees equal |",
+        "|---|---|---|---|",
+        f"| {s['reference_s']:.3f} | {s['torch_s']:.4f} | {s['speedup']:.0f}x | "
+        f"{s['trees_equal']}/{s['trees_compared']} |",
+        "",
+    ]
+    c = result["steps"]["config"]
+    lines += [
+        f"(2) one training step, fwd+bwd (batch {c['batch']}, {c['steps']} steps, p={c['p']}, "
+        f"N={c['n_iterations']}, scoring hidden {c['scoring_hidden']}; best of N)",
+        "| model | time (s) | x torch.nn.GRU | peak memory | x torch.nn.GRU |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in result["steps"]["models"].items():
+        lines.append(f"| {name} | {row['time_s']:.4f} | {row['time_vs_torch_gru']:.1f} | "
+                     f"{_fmt_bytes(row['peak_bytes'])} | {row['memory_vs_torch_gru']:.1f} |")
+    f = result["flops"]
+    lines += [
+        "",
+        "(3) achieved GFLOP/s of the RRNN soft step (3 x forward FLOPs of candidates and scoring)",
+        "| FLOPs counted | GFLOP per step | GFLOP/s | fraction of torch.matmul peak |",
+        "|---|---|---|---|",
+    ]
+    for kind in ("executed", "nominal"):
+        lines.append(f"| {kind} | {f['training_step_flops'][kind] / 1e9:.2f} | {f['gflops'][kind]:.1f} | "
+                     f"{f['fraction_of_matmul'][kind]:.1%} |")
+    lines.append("torch.matmul GFLOP/s: " + ", ".join(f"{k}: {v:.1f}" for k, v in f["matmul_gflops"].items()))
+    sc = result["scaling"]
+    lines += ["", f"(4) scaling of one RRNN soft training step from {sc['base']}"]
+    for key in ("n_iterations", "p", "batch"):
+        lines += [f"| {key} | time (s) | time per cell (ms) | peak memory |", "|---|---|---|---|"]
+        for row in sc[key]:
+            lines.append(f"| {row[key]} | {row['time_s']:.3f} | {row['time_per_cell_s'] * 1e3:.2f} | "
+                         f"{_fmt_bytes(row['peak_bytes'])} |")
+        lines.append("")
+    lines.append(f"growth exponent of the time per cell in n_iterations: {sc['n_iterations_exponent']:.2f}")
+    e = result["epoch"]
+    how = (f"ESTIMATED from {e['batches_measured']} of {e['batches_per_epoch']} batches "
+           f"({e['measured_s']:.1f} s measured)" if e["estimated"] else "measured over the full epoch")
+    lines += ["", f"(5) one epoch of {e['config']['dataset']} ({e['config']['n_train']} sequences, batch "
+              f"{e['config']['batch']}), full RRNN: {e['epoch_s']:.1f} s, {how}", "",
+              "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
+    for t in result["targets"]:
+        lines.append(f"| {t['target']} | {t['value']:.3g} | {t['relation']} {t['limit']} | "
+                     f"{'met' if t['met'] else 'NOT met'} |")
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+"""``cellgraph bench [--quick] [--json OUT] [--threads N]``: the benchmark suite of issue 6."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark the cell search and the training step (needs torch)",
+        description="Run the benchmark suite: (1) literal Algorithm 2 vs the optimized torch search, "
+        "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
+        "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size and batch, (5) one "
+        "Wiki-5k epoch. Prints a table with the targets of issue 6 and the machine's description.",
+        epilog="example: cellgraph bench --json bench.json",
+    )
+    p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")
+    p.add_argument("--json", metavar="OUT", default=None, help="also write the results as JSON to OUT")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cellgraph.benchmarks.suite import run as run_suite, table
+
+    command = "cellgraph bench" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
+    result = run_suite(args.quick, args.threads, command)
+    print(table(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
