@@ -44,6 +44,12 @@ class TorchBackend:
     prepare_search = staticmethod(torch_search.prepare)
     structure = staticmethod(structure)
 
+    def train(self, config, out_dir, resume: bool = False, argv=None) -> dict[str, Any]:
+        """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch_train.train`)."""
+        from cellgraph.backends.torch_train import train
+
+        return train(config, out_dir, resume=resume, argv=argv)
+
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values
         ``(p,)`` or ``(B, p)``; constants may be left out; ``params[r] = (L_r, R_r, b_r)``)."""
