@@ -470,7 +470,8 @@ def cli_files(files: Files) -> tuple[str, ...]:
     out = files.path("out")
     out.mkdir()
     outputs = [out / f"o.{ext}" for ext in ("svg", "dot", "png", "json", "txt", "pdf", "gv")] + [out / "o"]
-    return tuple(str(p) for p in paths + outputs + [out, files.root / "missing.json", Path("/")])
+    blocked = files.write("a_file", b"") / "below"  # a path under a file: never writable
+    return tuple(str(p) for p in paths + outputs + [out, files.root / "missing.json", blocked])
 
 
 JUNK = ("", "-", "--", "-1", "0", "3", "99999999999999999999", "1e-3", "nan", "--nope", "-x", "é",
