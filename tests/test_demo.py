@@ -1,0 +1,17 @@
+"""`cellgraph demo --quick`: every step runs and reports where its output went."""
+
+from cellgraph.cli import main
+
+
+def test_quick_demo_runs_every_step(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CELLGRAPH_NO_PROGRESS", "1")
+    assert main(["demo", "--quick", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for step in range(1, 6):
+        assert f"[{step}/5]" in out
+    assert "rrnn-gru" in out and "val acc" in out
+    for model in ("rrnn", "rrnn-gru", "gru"):
+        assert (tmp_path / "runs" / model / "final.json").exists()
+    assert (tmp_path / "plots" / "learning_curves.png").exists()
+    assert any((tmp_path / name).exists() for name in ("discovered_cell.svg", "discovered_cell.dot"))
+    assert "c_1 = " in out or "h_t = " in out
