@@ -107,16 +107,18 @@ def _read_vectors(stream, wanted: set[str], dim: int, source: str, table: dict[s
         word = fields[0]
         if word in wanted and word not in table:
             try:
-                table[word] = np.array(fields[1:], dtype=np.float64)
+                vector = np.array(fields[1:], dtype=np.float64)
             except ValueError:
-                bad = next(f for f in fields[1:] if not _is_number(f))
-                raise FormatError(f"line {n}", f"expected a number, found {bad!r}", source) from None
+                vector = None
+            if vector is None or not np.isfinite(vector).all():
+                bad = next(f for f in fields[1:] if not _is_finite_number(f))
+                raise FormatError(f"line {n}", f"expected a number, found {bad!r} (finite numbers only)", source)
+            table[word] = vector
     return n
 
 
-def _is_number(text: str) -> bool:
+def _is_finite_number(text: str) -> bool:
     try:
-        float(text)
+        return np.isfinite(float(text))
     except ValueError:
         return False
-    return True

@@ -713,3 +713,11 @@ def test_a_closed_pipe_ends_the_command_quietly():
     process.stdout.close()
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141 and err == ""
+
+
+@pytest.mark.parametrize("number", ["1.1e9995", "nan", "-inf", "Infinity"])
+def test_glove_rejects_non_finite_numbers(tmp_path, number):
+    path = tmp_path / "glove.toy.3d.txt"
+    path.write_text(f"the 0.1 -0.2 3\nrock {number} 0 -0\n")
+    with pytest.raises(FormatError, match=rf"glove.toy.3d.txt: line 2: expected a number, found '{number}' \(finite"):
+        load_glove(path, GLOVE_VOCAB, dim=3, padding_idx=0)
