@@ -122,7 +122,8 @@ def _cleaned_enwik8(stamp: tuple[str, int, int]) -> str:
             with zipfile.ZipFile(path) as archive:
                 members = archive.namelist()
                 raw = archive.read(members[0]) if len(members) == 1 else None
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError, OSError) as err:
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError,
+                OSError) as err:  # RuntimeError: an encrypted member
             raise FormatError("", f"a damaged zip archive ({type(err).__name__}: {err})", path) from None
         if raw is None:
             raise FormatError("", f"expected a zip with one member (enwik8), got {members}", path)

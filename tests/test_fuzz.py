@@ -643,6 +643,14 @@ def test_damaged_enwik8_zip_is_a_format_error(tmp_path):
         load_wiki(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3)
 
 
+def test_encrypted_enwik8_zip_is_a_format_error(tmp_path):
+    data = bytearray(_zip("enwik8", ENWIK8))
+    data[data.index(b"PK\x01\x02") + 8] |= 1  # central directory: "encrypted" flag
+    (tmp_path / "enwik8.zip").write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=r"enwik8.zip: a damaged zip archive \(RuntimeError: .*encrypted"):
+        load_wiki(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3)
+
+
 def test_checkpoint_with_binary_sidecar_or_folder_is_a_checkpoint_error(tmp_path):
     from cellgraph.backends.torch_checkpoint import CheckpointError, load_checkpoint
 
