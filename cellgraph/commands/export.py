@@ -34,24 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from types import SimpleNamespace
 
     from cellgraph.backends.torch_train import export_cell
-    from cellgraph.commands.target import _text
+    from cellgraph.commands.target import emit
     from cellgraph.config import load_run_config
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     cell, layout = export_cell(args.run, args.sample, args.t, args.split)
-    if args.format in DRAWING_FORMATS:
-        from cellgraph.draw import render
-
-        out = args.output or f"cell_{args.sample}_{args.t}.{args.format}"
-        print(render(cell, out, view="dag" if args.dag else "tree", layout=layout))
-        return 0
     name = f"{args.run} {args.split} sample {args.sample}, t = {args.t}"
-    text = _text(args, SimpleNamespace(cell=cell, layout=layout, name=name))
-    if args.output is None:
-        print(text)
-        return 0
-    from cellgraph.runs import atomic_write
-
-    atomic_write(args.output, (text + "\n").encode())
-    print(args.output)
-    return 0
+    return emit(args, SimpleNamespace(cell=cell, layout=layout, name=name), f"cell_{args.sample}_{args.t}")

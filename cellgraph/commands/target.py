@@ -59,14 +59,19 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.targets import target
 
     tgt = target(args.name)
+    return emit(args, tgt, tgt.name)
+
+
+def emit(args: argparse.Namespace, subject, stem: str) -> int:
+    """Write ``subject`` (anything with ``cell``, ``layout``, ``name``) in ``args.format``:
+    a drawing to ``args.output`` (default ``STEM.FORMAT``), text to ``args.output`` or stdout."""
     if args.format in DRAWING_FORMATS:
         from cellgraph.draw import render
 
-        out = render(tgt.cell, args.output or f"{tgt.name}.{args.format}",
-                     view="dag" if args.dag else "tree", layout=tgt.layout)
-        print(out)
+        print(render(subject.cell, args.output or f"{stem}.{args.format}",
+                     view="dag" if args.dag else "tree", layout=subject.layout))
         return 0
-    text = _text(args, tgt)
+    text = _text(args, subject)
     if args.output is None:
         print(text)
         return 0
