@@ -39,7 +39,7 @@ def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0):
     return search(prepare(space, L, R, b, W1, b1, w2, b2), torch.tensor(leaf_values), mode, tau)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**32 - 1),
     p=st.integers(2, 4),
@@ -64,7 +64,7 @@ def test_hard_search_matches_numpy_reference(seed, p, B, n_iterations, weights, 
         assert trace.graph(b) == CellGraph(ref.root, "h")
         got = trace.vectors[b].numpy()
         want = np.stack([ref.vectors[e] for e in (*space.leaves, *ref.chosen)])
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-10)  # 1e-10, or float64 resolution for large |v|
         np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
         second = trace.second_score[b].detach().numpy()
         np.testing.assert_array_equal(np.isneginf(second), np.isnan(ref.second_scores))
