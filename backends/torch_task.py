@@ -31,7 +31,7 @@ from cellgraph.backends.torch_loss import TargetTree
 from cellgraph.backends.torch_rrnn import RRNN, RRNNGRU, GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch_targets import SelfTargetProvider, TeacherTargetProvider
 from cellgraph.backends.torch_trace import SearchTrace
-from cellgraph.config import TrainConfig
+from cellgraph.config import TrainConfig, load_run_config
 from cellgraph.errors import CellGraphError
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout
@@ -203,7 +203,7 @@ class TeacherTargets:
         run = RunDir(run_dir)
         if not run.file("config.json").exists():
             raise CellGraphError(f"teacher {run_dir}: not a run folder (no config.json)")
-        teacher = TrainConfig(**run.read_config())
+        teacher = load_run_config(run.file("config.json"))
         wrong = {k: (getattr(teacher, k), want) for k, want in
                  (("model", "gru"), ("task", config.task), ("hidden_size", config.hidden_size))
                  if getattr(teacher, k) != want}

@@ -46,7 +46,7 @@ from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch_loss import RRNNLoss, td_loss
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
-from cellgraph.config import TrainConfig
+from cellgraph.config import TrainConfig, load_run_config
 from cellgraph.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
@@ -54,7 +54,7 @@ from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
 from cellgraph.runlog import METRICS, structure_summary
 from cellgraph.jsonio import dump_cell
-from cellgraph.runs import RunDir, read_json, write_json
+from cellgraph.runs import RunDir, write_json
 from cellgraph.targets import Target, target
 
 __all__ = [
@@ -511,7 +511,7 @@ def _load_run(run_dir: str | Path, checkpoint: str = "best") -> tuple[TrainConfi
     run = RunDir(run_dir)
     if not run.file("config.json").exists():
         raise CellGraphError(f"{run_dir} is not a run folder (no config.json)")
-    config = TrainConfig(**read_json(run.file("config.json")))
+    config = load_run_config(run.file("config.json"))
     dataset = load_data(config)
     model = build_model(config, dataset, pretrained=False)
     state = load_latest(run.checkpoints / f"{checkpoint}.pt")
