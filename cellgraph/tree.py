@@ -131,8 +131,10 @@ class Tree:
         return out
 
     def ordered_key(self) -> tuple:
-        """Key of the ordered tree without vectors or edge labels (equal keys = same tree
-        up to which of two identical operands carries ``L``)."""
+        """Key of the ordered tree's labels (op, act, tuple; leaf role and name), without
+        vectors or edge labels. Equal keys do not mean the same computation: a swap can exchange
+        two operands that differ only in their edges, leaving the key unchanged (use
+        :func:`cellgraph.algorithms.isomorphism.position_key` to tell such trees apart)."""
         if self.is_leaf:
             return ("leaf", self.expr.role.value, self.expr.name)  # type: ignore[union-attr]
         e: Node = self.expr  # type: ignore[assignment]
