@@ -183,6 +183,7 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int | None = Non
     heartbeat for ``grace`` seconds are re-queued up to ``retries`` times (module docstring, 3)."""
     callback = None
     if heartbeat:
+        grace = grace or 2 * heartbeat  # optuna's default
         with _quiet():
             retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
 
@@ -205,7 +206,8 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int | None = Non
                 raise CellGraphError(f"cannot open storage {shown(url)}: {err.orig}") from None
             time.sleep(0.5)
         except (ImportError, ValueError, sqlalchemy.exc.SQLAlchemyError) as err:
-            raise CellGraphError(f"cannot open storage {shown(url)}: {err}") from None
+            cause = f" ({err.__cause__})" if err.__cause__ else ""  # optuna's ImportError hides the module
+            raise CellGraphError(f"cannot open storage {shown(url)}: {err}{cause}") from None
     if sqlite:
         _begin_immediate(storage.engine)
     return storage
