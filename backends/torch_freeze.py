@@ -2,21 +2,35 @@
 a computational tree; Appendix "Extensions" for multi-state cells).
 
 :func:`freeze` compiles the DAG(s) of a :class:`~cellgraph.graph.CellGraph`,
-:class:`~cellgraph.graph.MultiCell` or :class:`~cellgraph.targets.Target` once into a
-straight-line program: every node ``u(o(L_r c_i, R_r c_j) + b_r)`` in topological order,
-with all the edge matrices that read the same child stacked into one matmul (the GRU's
-``W_r x``, ``W_z x``, ``W_h x`` are one ``x @ [W_r; W_z; W_h]^T``). Edges of identity
-tuples ``(I, I, 0)`` cost nothing.
+:class:`~cellgraph.graph.MultiCell` or :class:`~cellgraph.targets.Target` once into a flat
+program over a list of registers, written the way ``torch.nn.GRUCell`` is written by hand:
+
+* a node ``u(o(L_r c_i, R_r c_j) + b_r)`` with a trainable tuple reads its children through
+  *projections*: all the edge matrices that read the same child are stacked into one matrix,
+  so a child costs one matmul (the GRU's ``W_r x``, ``W_z x``, ``W_h x`` are one
+  ``x @ [W_r; W_z; W_h]^T``);
+* the bias ``b_r`` of an additive node (``o = +``) is fused into the ``addmm`` of one child's
+  projection (the data leaf's or a constant's when the node reads one, as those are made once
+  per sequence by :class:`FrozenRNN`);
+* trainable nodes with the same children, operation and activation (the GRU's ``r`` and
+  ``z``) form a group: their rows are adjacent in both projections, so the group is one
+  elementwise ``u(o(., .))`` over ``(B, k p)`` whose column blocks are the nodes' values;
+* identity tuples ``(I, I, 0)`` cost no matmul, and ``c + 0`` with the zero constant no op.
+
+:class:`FrozenRNN` runs a frozen cell over a sequence: the stacked weights are gathered once,
+and the projections of ``x`` (for all time steps, in one matmul) and of the constants are
+made before the loop, since they do not depend on the state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from cellgraph.backends import torch_ops
 from cellgraph.errors import CellGraphError
@@ -25,35 +39,46 @@ from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.layout import Layout, TupleSpec
 from cellgraph.targets import Target, target, torch_tuples
 
-__all__ = ["FrozenCell", "freeze"]
+__all__ = ["FrozenCell", "FrozenRNN", "freeze"]
+
+#: One row of a projection: ``(row of cat([L, R]), row of the bias or None)``.
+_Row = tuple[int, int | None]
 
 
 @dataclass(frozen=True)
 class _Projection:
-    """``values[child] @ W^T`` for the stacked edge matrices ``rows`` (indices into
-    ``cat([L, R])`` of the trainable tuples)."""
+    """``F.linear(registers[child], W, b)`` with the stacked rows of projection ``index``;
+    the output's columns split into ``sizes`` blocks, written to the registers ``outs``."""
 
+    index: int
     child: int
-    rows: tuple[int, ...]
+    bias: int | None  # index into _Prepared.biases
+    sizes: tuple[int, ...]
+    outs: tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class _Operand:
-    """A node operand: the child's value, or chunk ``chunk`` of its projection."""
+class _Group:
+    """``act(op(registers[left], registers[right]) + bias)``, split into ``p`` column blocks
+    written to the node registers ``outs``; ``op is None``: ``registers[left]`` alone (the
+    other operand is the zero vector)."""
 
-    child: int
-    chunk: int | None
-
-
-@dataclass(frozen=True)
-class _Step:
-    slot: int
-    op: Callable[[Tensor, Tensor], Tensor]
+    op: Callable[[Tensor, Tensor], Tensor] | None
     act: Callable[[Tensor], Tensor]
-    left: _Operand
-    right: _Operand
-    bias: int | None  # trainable position of b_r, None for an identity tuple
-    projections: tuple[_Projection, ...]  # of this node's value, run right after it
+    left: int
+    right: int
+    bias: int | None  # index into _Prepared.biases
+    outs: tuple[int, ...]
+
+
+class _Prepared(NamedTuple):
+    """What a call (or a whole sequence) takes from the parameters: the stacked weight rows
+    ``(k p, p)`` of each projection, the biases (of the projections that fuse one, then of the
+    non-additive groups), and the constant leaves' ``(p,)`` vectors by register."""
+
+    weights: tuple[Tensor, ...]
+    biases: tuple[Tensor, ...]
+    constants: Mapping[int, Tensor]
 
 
 class FrozenCell(nn.Module):
@@ -118,10 +143,14 @@ class FrozenCell(nn.Module):
                        for shape in ((p, p), (p, p), (p,)))
         self.hidden_size = p
         self.weight_L, self.weight_R, self.bias = nn.Parameter(L), nn.Parameter(R), nn.Parameter(b)
+        self._constant_cache: dict[tuple[torch.dtype, torch.device], dict[int, Tensor]] = {}
         self._compile()
 
     # --- compilation ---------------------------------------------------------------------
     def _compile(self) -> None:
+        """The program: the leaves' projections, then per group (or identity-tuple node) its
+        elementwise op followed by the projections of the values it made. Registers
+        ``0 .. n_slots - 1`` are the nodes (leaves included), the rest projection blocks."""
         slots: dict[Expr, int] = {}
         self._leaves: list[Leaf] = []
         self._roots: list[int] = []
@@ -139,74 +168,188 @@ class FrozenCell(nn.Module):
                 slots[e], n_slots = n_slots, n_slots + 1
                 (self._leaves if isinstance(e, Leaf) else nodes).append(e)
             self._roots.append(slots[g.root])
-        self._n_slots, self._slots = n_slots, slots
+        self._slots = slots
         self._leaf_slots = [slots[leaf] for leaf in self._leaves]
-        reads: dict[int, list[int]] = {}  # child slot -> rows of cat([L, R])
+        self._static = {slots[leaf] for leaf in self._leaves if leaf.role in (Role.DATA, Role.CONST)}
+        items = self._group(nodes, slots)
+        blocks: dict[int, dict[tuple[_Row, ...], int]] = {}  # child -> rows -> register
+        n_registers = n_slots
+
+        def block(child: int, rows: tuple[_Row, ...]) -> int:
+            nonlocal n_registers
+            table = blocks.setdefault(child, {})
+            if rows not in table:
+                table[rows], n_registers = n_registers, n_registers + 1
+            return table[rows]
+
         n_trainable = len(self._position)
+        group_biases: list[tuple[int, ...]] = []  # bias rows of the non-additive groups
+        reads: list[tuple[int, int, int | None] | None] = []  # per item: blocks and bias read
+        for members in items:
+            first = members[0]
+            if first.tuple not in self._position:
+                reads.append(None)
+                continue
+            left, right = slots[first.left], slots[first.right]
+            ks = tuple(self._position[n.tuple] for n in members)
+            additive = torch_ops.is_additive(first.op)
+            # fuse b_r into the projection made least often: a data leaf's or a constant's
+            into_right = additive and right in self._static and left not in self._static
+            rows_l = tuple((k, k if additive and not into_right else None) for k in ks)
+            rows_r = tuple((n_trainable + k, k if into_right else None) for k in ks)
+            reads.append((block(left, rows_l), block(right, rows_r), None if additive else len(group_biases)))
+            if not additive:
+                group_biases.append(ks)
+        # one projection per child, its blocks side by side; a zero bias row where none is fused
+        p = self.hidden_size
+        weight_rows: list[int] = []
+        bias_rows: list[tuple[int, ...]] = []  # of each prepared bias: projections', then groups'
+        self._weight_sizes: list[int] = []
+        projections: dict[int, _Projection] = {}
+        for index, (child, table) in enumerate(blocks.items()):
+            rows = [row for block_rows in table for row in block_rows]
+            weight_rows += [w for w, _ in rows]
+            self._weight_sizes.append(len(rows) * p)
+            bias = None
+            if any(b is not None for _, b in rows):
+                bias = len(bias_rows)
+                bias_rows.append(tuple(n_trainable if b is None else b for _, b in rows))
+            projections[child] = _Projection(index, child, bias, tuple(len(r) * p for r in table),
+                                             tuple(table.values()))
+        shift = len(bias_rows)
+        bias_rows += group_biases
+        program: list[_Projection | _Group] = [projections[s] for s in self._leaf_slots if s in projections]
+        for members, read in zip(items, reads):
+            first = members[0]
+            outs = tuple(slots[n] for n in members)
+            if read is None:
+                program.append(self._identity_node(first, slots))
+            else:
+                left, right, bias = read
+                program.append(_Group(torch_ops.op(first.op), torch_ops.activation(first.act), left, right,
+                                      None if bias is None else shift + bias, outs))
+            program += [projections[s] for s in outs if s in projections]
+        self._program = tuple(program)
+        self._projections = tuple(projections.values())
+        self._n_registers = n_registers
+        self._bias_sizes = [len(rows) * p for rows in bias_rows]
+        index = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
+        self.register_buffer("_weight_rows", index(weight_rows), persistent=False)
+        self.register_buffer("_bias_rows", index([b for rows in bias_rows for b in rows]), persistent=False)
+
+    def _group(self, nodes: list[Node], slots: Mapping[Expr, int]) -> list[tuple[Node, ...]]:
+        """The nodes in program order: trainable nodes with the same children, op and
+        activation as one group at the place of its first member (its children are made by
+        then), every identity-tuple node alone."""
+        groups: dict[tuple, list[Node]] = {}
+        order: list[list[Node]] = []
         for n in nodes:
-            if n.tuple in self._position:
-                k = self._position[n.tuple]
-                for child, row in ((n.left, k), (n.right, n_trainable + k)):
-                    rows = reads.setdefault(slots[child], [])
-                    if row not in rows:
-                        rows.append(row)
-        proj = lambda s: (_Projection(s, tuple(reads[s])),) if s in reads else ()  # noqa: E731
-        self._leaf_projections = tuple(pr for s in self._leaf_slots for pr in proj(s))
-        steps = []
-        for n in nodes:
-            k = self._position.get(n.tuple)
-            operand = lambda child, row: _Operand(  # noqa: E731
-                slots[child], None if k is None else reads[slots[child]].index(row))
-            steps.append(_Step(
-                slots[n], torch_ops.op(n.op), torch_ops.activation(n.act),
-                operand(n.left, k), operand(n.right, None if k is None else n_trainable + k),
-                k, proj(slots[n]),
-            ))
-        self._steps = tuple(steps)
+            if n.tuple not in self._position:
+                order.append([n])
+                continue
+            key = (slots[n.left], slots[n.right], n.op, n.act)
+            if key not in groups:
+                groups[key] = []
+                order.append(groups[key])
+            groups[key].append(n)
+        return [tuple(members) for members in order]
+
+    def _identity_node(self, n: Node, slots: Mapping[Expr, int]) -> _Group:
+        """``u(o(c_i, c_j))`` of an identity-tuple node; ``u(c)`` for ``c + 0``."""
+        act = torch_ops.activation(n.act)
+        if torch_ops.is_additive(n.op):
+            for zero, other in ((n.left, n.right), (n.right, n.left)):
+                if (isinstance(zero, Leaf) and zero.role is Role.CONST
+                        and not torch_ops.constant(zero, self.hidden_size, torch.float64).any()):
+                    return _Group(None, act, slots[other], slots[other], None, (slots[n],))
+        return _Group(torch_ops.op(n.op), act, slots[n.left], slots[n.right], None, (slots[n],))
+
+    # --- parameters ----------------------------------------------------------------------
+    def prepare(self) -> _Prepared:
+        """Gather the stacked weight rows and biases of every projection and group (one
+        ``index_select`` each); a sequence module does this once per sequence."""
+        p = self.hidden_size
+        W = torch.cat([self.weight_L, self.weight_R]).index_select(0, self._weight_rows)
+        weights = W.view(-1, p).split(self._weight_sizes) if self._weight_sizes else ()
+        biases: tuple[Tensor, ...] = ()
+        if self._bias_sizes:
+            b = torch.cat([self.bias, self.bias.new_zeros(1, p)]).index_select(0, self._bias_rows)
+            biases = b.view(-1).split(self._bias_sizes)
+        key = (self.bias.dtype, self.bias.device)
+        if key not in self._constant_cache:
+            self._constant_cache[key] = {
+                slot: torch_ops.constant(leaf, p, *key)
+                for leaf, slot in zip(self._leaves, self._leaf_slots) if leaf.role is Role.CONST
+            }
+        return _Prepared(tuple(weights), tuple(biases), self._constant_cache[key])
+
+    def project_static(self, params: _Prepared, x: Tensor
+                       ) -> tuple[dict[int, tuple[tuple[Tensor, ...], ...]], dict[int, tuple[Tensor, ...]]]:
+        """The projections that do not depend on the state, made ahead of a loop over
+        ``x (T, B, p)``: ``({index: per step its blocks}, {index: blocks})`` for the data leaf
+        (one matmul for all steps) and for the constants."""
+        data, const = {}, {}
+        for pr in self._projections:
+            if pr.child in self._static:
+                value = params.constants.get(pr.child, x)
+                bias = None if pr.bias is None else params.biases[pr.bias]
+                blocks = F.linear(value, params.weights[pr.index], bias).split(pr.sizes, -1)
+                if pr.child in params.constants:
+                    const[pr.index] = blocks
+                else:  # unbind, not [t]: one backward op for all steps
+                    data[pr.index] = tuple(zip(*(b.unbind(0) for b in blocks)))
+        return data, const
 
     # --- execution -----------------------------------------------------------------------
     def run(self, values: Mapping[Leaf, Tensor]) -> list[Tensor]:
         """Evaluate the program on leaf values (``(B, p)`` or ``(p,)``; constants may be
         left out) and return the value of every graph's root, in run order."""
-        vals = self._execute(values)
+        vals = self._execute(values, self.prepare(), {})
         return [vals[r] for r in self._roots]
 
     def node_values(self, values: Mapping[Leaf, Tensor]) -> dict[Expr, Tensor]:
         """The value of every node of every graph (leaves included), as :meth:`run`."""
-        vals = self._execute(values)
+        vals = self._execute(values, self.prepare(), {})
         return {e: vals[slot] for e, slot in self._slots.items()}
 
-    def _execute(self, values: Mapping[Leaf, Tensor]) -> list[Tensor]:
-        p = self.hidden_size
-        vals: list[Tensor | None] = [None] * self._n_slots
+    def _execute(self, values: Mapping[Leaf, Tensor], params: _Prepared,
+                 made: Mapping[int, Sequence[Tensor]]) -> list[Tensor | None]:
+        """Run the program; ``made``: the blocks of projections made ahead (by index)."""
+        vals: list[Tensor | None] = [None] * self._n_registers
         for leaf, slot in zip(self._leaves, self._leaf_slots):
             if leaf in values:
                 vals[slot] = values[leaf]
-            elif leaf.role is Role.CONST:
-                vals[slot] = torch_ops.constant(leaf, p, self.bias.dtype, self.bias.device)
+            elif slot in params.constants:
+                vals[slot] = params.constants[slot]
             else:
                 raise CellGraphError(f"no value given for leaf {leaf.name!r} ({leaf.role.value})")
-        W = torch.cat([self.weight_L, self.weight_R])
-        proj: dict[int, list[Tensor]] = {}
-
-        def project(projections: tuple[_Projection, ...]) -> None:
-            for pr in projections:
-                rows = W[list(pr.rows)].reshape(-1, p)
-                proj[pr.child] = (vals[pr.child] @ rows.T).split(p, -1)
-
-        def operand(o: _Operand) -> Tensor:
-            return vals[o.child] if o.chunk is None else proj[o.child][o.chunk]
-
-        project(self._leaf_projections)
-        for step in self._steps:
-            pre = step.op(operand(step.left), operand(step.right))
-            if step.bias is not None:
-                pre = pre + self.bias[step.bias]
-            vals[step.slot] = step.act(pre)
-            project(step.projections)
+        p = self.hidden_size
+        for ins in self._program:
+            if isinstance(ins, _Group):
+                pre = vals[ins.left] if ins.op is None else ins.op(vals[ins.left], vals[ins.right])
+                if ins.bias is not None:
+                    pre = pre + params.biases[ins.bias]
+                value = ins.act(pre)
+                sizes = p
+            elif ins.index in made:
+                for register, block in zip(ins.outs, made[ins.index]):
+                    vals[register] = block
+                continue
+            else:
+                bias = None if ins.bias is None else params.biases[ins.bias]
+                value = F.linear(vals[ins.child], params.weights[ins.index], bias)
+                sizes = ins.sizes
+            if len(ins.outs) == 1:
+                vals[ins.outs[0]] = value
+            else:
+                for register, block in zip(ins.outs, value.split(sizes, -1)):
+                    vals[register] = block
         return vals
 
-    def forward(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
+    def step(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None, params: _Prepared,
+             made: Mapping[int, Sequence[Tensor]]):
+        """One step with prepared parameters and the projections made ahead (see
+        :meth:`forward`, :meth:`prepare`, :meth:`project_static`)."""
         if state is None:
             state = tuple(x.new_zeros(x.shape[0], self.hidden_size) for _ in self.states)
         elif torch.is_tensor(state):
@@ -215,9 +358,13 @@ class FrozenCell(nn.Module):
             raise CellGraphError(f"FrozenCell: expected {len(self.states)} states {self.states}, got {len(state)}")
         prev = dict(zip(self.states, state))
         values = {leaf: torch_ops.leaf_vector(leaf, x, prev, {})
-                  for leaf in self._leaves if leaf.role is not Role.CURRENT}
-        out = self.run(values)
+                  for leaf in self._leaves if leaf.role not in (Role.CURRENT, Role.CONST)}
+        vals = self._execute(values, params, made)
+        out = [vals[r] for r in self._roots]
         return out[0] if len(out) == 1 else tuple(out)
+
+    def forward(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
+        return self.step(x, state, self.prepare(), {})
 
     @classmethod
     def from_torch(cls, module: nn.Module) -> "FrozenCell":
@@ -232,6 +379,37 @@ class FrozenCell(nn.Module):
         weights = [t.detach().cpu().double().numpy()
                    for t in (module.weight_ih, module.weight_hh, module.bias_ih, module.bias_hh)]
         return freeze(target(name), torch_tuples(name, *weights), dtype=module.weight_ih.dtype)
+
+
+class FrozenRNN(nn.Module):
+    """A :class:`FrozenCell` over a sequence, with the call convention of the RRNN modules:
+    ``forward(input, state) -> (output, final_state, None)``; the output at ``t`` is the last
+    state the cell makes (``h`` of an LSTM-shaped ``(c, h)`` cell).
+
+    The weights are gathered once per sequence, and the projections of ``x`` for all ``T``
+    steps are one matmul ``(T B, p) x (p, k p)`` made before the step loop.
+
+    Shape:
+        - input: ``(T, B, p)`` (``(B, T, p)`` with ``batch_first``); state as the cell's.
+        - output: ``(T, B, p)`` (``(B, T, p)``).
+    """
+
+    def __init__(self, cell: FrozenCell, batch_first: bool = False) -> None:
+        super().__init__()
+        self.cell, self.batch_first = cell, batch_first
+
+    def forward(self, input: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
+        if self.batch_first:
+            input = input.transpose(0, 1)
+        params = self.cell.prepare()
+        data, made = self.cell.project_static(params, input)
+        outputs = []
+        for t, x_t in enumerate(input):
+            made.update((k, blocks[t]) for k, blocks in data.items())
+            state = self.cell.step(x_t, state, params, made)
+            out = state[-1] if isinstance(state, tuple) else state
+            outputs.append(out if out.dim() == x_t.dim() else out.expand_as(x_t))  # a constant cell
+        return torch.stack(outputs, 1 if self.batch_first else 0), state, None
 
 
 def freeze(cell: CellGraph | MultiCell | Target, params: Sequence | None = None,

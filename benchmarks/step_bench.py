@@ -10,7 +10,8 @@ Models (all with input size = hidden size ``p``):
   recomputed in the backward pass;
 * ``rrnn_gru``: :class:`~cellgraph.backends.torch_rrnn.RRNNGRU`;
 * ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch_freeze.freeze`),
-  run by a Python loop over time;
+  run over time by :class:`~cellgraph.backends.torch_freeze.FrozenRNN` (a Python loop over the
+  steps; the projections of ``x`` made for all steps before it);
 * ``gru_cell_loop``: a Python loop over ``torch.nn.GRUCell``; ``torch_gru``: ``torch.nn.GRU``.
 """
 
@@ -21,7 +22,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch_freeze import freeze
+from cellgraph.backends.torch_freeze import FrozenRNN, freeze
 from cellgraph.backends.torch_rrnn import RRNN, RRNNGRU, GRUBaseline
 from cellgraph.benchmarks.measure import best_time, peak_memory
 from cellgraph.targets import target
@@ -56,7 +57,7 @@ def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tup
         "rrnn_straight_through": lambda: RRNN(mode="straight-through", **rrnn),
         "rrnn_soft_recompute": lambda: RRNN(mode="soft", recompute=True, **rrnn),
         "rrnn_gru": lambda: RRNNGRU(p, n_tuples, scoring_hidden=gru_scoring_hidden, return_traces=False),
-        "frozen_gru": lambda: CellLoop(freeze(target("gru"), hidden_size=p)),
+        "frozen_gru": lambda: FrozenRNN(freeze(target("gru"), hidden_size=p)),
         "gru_cell_loop": lambda: CellLoop(nn.GRUCell(p, p)),
         "torch_gru": lambda: GRUBaseline(p),
     }

@@ -5,17 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings, strategies as st
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
 import cellgraph
 from cellgraph.backends import torch_ops
-from cellgraph.backends.torch_freeze import FrozenCell, freeze
+from cellgraph.backends.torch_freeze import FrozenCell, FrozenRNN, freeze
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Node, h, x, zero
 from cellgraph.graph import CellGraph
+from cellgraph.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.registry import Activation, register_activation
 from cellgraph.targets import target
+from strategies import DETERMINISTIC, exprs
 
 P = 5
 
@@ -67,7 +70,8 @@ class _CountMatmuls(TorchFunctionMode):
         self.count = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in (torch.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.matmul):
+        if func in (torch.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.matmul,
+                    torch.addmm, nn.functional.linear):
             self.count += 1
         return func(*args, **(kwargs or {}))
 
@@ -118,3 +122,110 @@ def test_torch_forms_of_user_activations():
     out = cell(torch.randn(2, P))
     assert out.abs().max() < 1
 
+
+
+def test_frozen_rnn_equals_torch_gru_and_lstm_over_a_sequence():
+    """The sequence path (x projected for all steps before the loop) against torch.nn.GRU /
+    LSTM with the same weights, float64, batch_first and a given initial state."""
+    torch.manual_seed(2)
+    inputs = _rand(3, 6, P, seed=6)  # (B, T, p)
+    for rnn_type, cell_type in ((nn.GRU, nn.GRUCell), (nn.LSTM, nn.LSTMCell)):
+        rnn = rnn_type(P, P, batch_first=True).double()
+        cell = cell_type(P, P).double()
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(cell, name).data.copy_(getattr(rnn, f"{name}_l0"))
+        frozen = FrozenRNN(FrozenCell.from_torch(cell), batch_first=True)
+        h0, c0 = _rand(3, P, seed=7), _rand(3, P, seed=8)
+        if rnn_type is nn.GRU:
+            want, h_n = rnn(inputs, h0[None])
+            got, h_T, traces = frozen(inputs, h0)
+            torch.testing.assert_close(h_T, h_n[0], rtol=0, atol=1e-10)
+        else:
+            want, (h_n, c_n) = rnn(inputs, (h0[None], c0[None]))
+            got, (c_T, h_T), traces = frozen(inputs, (c0, h0))
+            torch.testing.assert_close((c_T, h_T), (c_n[0], h_n[0]), rtol=0, atol=1e-10)
+        assert traces is None
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+
+
+# two trainable tuples and the identity tuple, the constants zero and one, and a
+# non-additive op: groups (equal children), biases not fused (mul), projections of constants
+_SPACE = SearchSpace((0, 1, 2), ("sigmoid", "tanh", "identity", "one_minus"), ("add", "mul"),
+                     (x,), (h,), (zero, Leaf("one", "const")), 7)
+_LAYOUT = Layout((TupleSpec("a"), TupleSpec("b"), TupleSpec.identity_tuple()))
+
+
+_A = Node("mul", "tanh", 0, h, x)  # with _B: a group of two (same children, op, act), bias not fused
+_B = Node("mul", "tanh", 1, h, x)
+_C = Node("add", "sigmoid", 0, _A, x)  # with _D: a group whose biases are fused into x's projection
+_D = Node("add", "sigmoid", 1, _A, x)
+#: every compiled form at once: groups, unfused and right-fused biases, identity nodes, c + 0
+_GROUPED = Node("mul", "one_minus", 2, Node("add", "identity", 2, _C, Node("add", "tanh", 2, zero, _D)), _B)
+
+
+def _params(seed: int) -> list[tuple[np.ndarray, ...]]:
+    rng = np.random.default_rng(seed)
+    params = [tuple(rng.normal(size=s) for s in ((P, P), (P, P), (P,))) for _ in range(2)]
+    return params + [(np.eye(P), np.eye(P), np.zeros(P))]
+
+
+@settings(DETERMINISTIC, max_examples=60)
+@given(exprs(_SPACE, min_nodes=1), st.integers(0, 2**16))
+@example(_GROUPED, 0)
+def test_random_cells_agree_with_the_numpy_reference_node_by_node(root, seed):
+    rng = np.random.default_rng(seed)
+    leaves = {x: rng.normal(size=(3, P)), h: rng.normal(size=(3, P))}
+    want = cellgraph.backend("numpy").evaluate(root, leaves, _params(seed))
+    cell = freeze(CellGraph(root, "h"), _params(seed), _LAYOUT, dtype=torch.float64)
+    with torch.no_grad():
+        got = cell.node_values({leaf: torch.from_numpy(v) for leaf, v in leaves.items()})
+    assert set(got) == set(want)
+    for node, value in want.items():
+        np.testing.assert_allclose(np.broadcast_to(got[node].numpy(), value.shape), value, rtol=0, atol=1e-10)
+
+
+@settings(DETERMINISTIC, max_examples=25)
+@given(exprs(_SPACE, min_nodes=1), st.integers(0, 2**16))
+@example(_GROUPED, 0)
+def test_frozen_rnn_equals_a_loop_of_cell_steps_values_and_gradients(root, seed):
+    """The sequence module (weights gathered once, projections of x and of the constants made
+    ahead) against the cell called step by step."""
+    torch.manual_seed(seed)
+    cell = freeze(CellGraph(root, "h"), _params(seed), _LAYOUT, dtype=torch.float64)
+    inputs = _rand(4, 2, P, seed=seed).requires_grad_()
+    results = []
+    for run in (lambda: FrozenRNN(cell)(inputs)[0], lambda: torch.stack(_loop(cell, inputs))):
+        cell.zero_grad()
+        inputs.grad = None
+        output = run()
+        (output * _rand(*output.shape, seed=1)).sum().backward() if output.requires_grad else None
+        results.append([output.detach()] + [t.grad for t in (inputs, *cell.parameters())])
+    for a, b in zip(*results):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def _loop(cell: FrozenCell, inputs: torch.Tensor) -> list[torch.Tensor]:
+    state, outputs = None, []
+    for x_t in inputs:
+        state = cell(x_t, state)
+        outputs.append(state.expand(x_t.shape))
+    return outputs
+
+
+def test_gradcheck_of_the_frozen_sequence_module():
+    """Gradients of inputs, initial state and the stacked tuples, through the fused biases,
+    the groups and the projections made ahead (float64, finite differences)."""
+    cell = FrozenCell.from_torch(nn.LSTMCell(3, 3).double())
+    rnn = FrozenRNN(cell)
+    names = [n for n, _ in cell.named_parameters()]
+
+    def run(inputs, c0, h0, *params):
+        output, (c_T, _), _ = torch.func.functional_call(rnn, {f"cell.{n}": t for n, t in zip(names, params)},
+                                                         (inputs, (c0, h0)))
+        return output, c_T
+
+    args = [_rand(3, 2, 3, seed=9), _rand(2, 3, seed=10), _rand(2, 3, seed=11)]
+    args += [t.detach().clone() for t in cell.parameters()]
+    assert torch.autograd.gradcheck(run, [a.requires_grad_() for a in args])
