@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import io
 import json
 import signal
@@ -518,6 +519,16 @@ STAND_INS = {
     "cellgraph.commands.bench.run": lambda args: 0,
 }
 
+
+def fewer_trials(real):
+    """Wraps ``hpo.draw``: at most 3 configurations, so that a fuzzed ``--trials 999999`` does
+    not queue a million trials (the search itself is covered by test_search)."""
+    return lambda space, n, seed: real(space, min(n, 3), seed)
+
+
+#: Functions wrapped (not replaced) under the CLI fuzzer: target -> wrapper of the original.
+WRAPPERS = {"cellgraph.hpo.draw": fewer_trials}
+
 #: A small but real run (train, eval and export read it).
 TINY_RUN = dict(task="planted", model="rrnn-gru", hidden_size=6, n_iterations=3, scoring_hidden=4, max_train=8,
                 max_eval=8, batch_size=4, seq_len=5, epochs=1, log_structures=2, num_threads=1)
@@ -572,6 +583,10 @@ def run_fuzzer(name: str, root: Path, examples: int, monkeypatch: pytest.MonkeyP
         for target_, stand_in in STAND_INS.items():
             with contextlib.suppress(ImportError):
                 monkeypatch.setattr(target_, stand_in)
+        for target_, wrap in WRAPPERS.items():
+            with contextlib.suppress(ImportError):
+                module, attr = target_.rsplit(".", 1)
+                monkeypatch.setattr(target_, wrap(getattr(importlib.import_module(module), attr)))
         monkeypatch.chdir(files.path("cwd").parent)
         fuzzer = lambda data, files: fuzz_cli(data, files, paths)  # noqa: E731
     else:
