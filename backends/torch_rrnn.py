@@ -17,10 +17,12 @@ tuples in state order (LSTM: ``(c, h)``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from cellgraph.backends import torch_ops
@@ -248,6 +250,35 @@ class RRNN(_Sequence):
         self._check_recompute()
 
 
+@dataclass(frozen=True)
+class _GRUNode:
+    """One node of the RRNN-GRU tree, over the value list (leaves, then nodes): a repeat of
+    value ``same`` (an earlier node with the same children, op, activation and kind computes
+    the same vector), or ``act(op(left, right))`` (``op`` ``None``: ``act(left)``, the other
+    operand being the zero vector); a ``trainable`` node reads its children's projections and
+    adds ``b`` unless its left child's projection fused it."""
+
+    same: int | None
+    op: Callable[[Tensor, Tensor], Tensor] | None
+    act: Callable[[Tensor], Tensor]
+    left: int
+    right: int
+    trainable: bool
+    add_bias: bool
+
+
+class _GRUParams(NamedTuple):
+    """What one sequence takes from the parameters: per projected value its stacked rows
+    ``(k n p, p)`` (``[L_1..L_n]`` and/or ``[R_1..R_n]``) and fused bias, the bias ``(n, p)``
+    of the nodes that do not fuse it, the scoring network ``(W_1, b_1, w_2, b_2)``, the zero
+    leaf ``(p,)``."""
+
+    projections: dict[int, tuple[Tensor, Tensor | None]]
+    bias: Tensor
+    scoring: tuple[Tensor, Tensor, Tensor, Tensor]
+    zero: Tensor
+
+
 class RRNNGRUCell(_TupleModule):
     r"""One step of RRNN-GRU (paper, Sec. 5; SPEC §6): the GRU tree
 
@@ -259,6 +290,15 @@ class RRNNGRUCell(_TupleModule):
     where each of the nodes ``r``, ``z``, ``h~`` picks its tuple ``(L, R, b)`` among the
     ``n_tuples`` trainable ones by the score ``alpha`` of its candidate vectors (hard, soft
     or straight-through); the identity nodes use the fixed ``(I, I, 0)``.
+
+    How it is computed: every value that a trainable node reads is projected once by all the
+    tuples' matrices it is read through (``x``: ``[L_1..L_n]``, with the biases fused into the
+    ``addmm``; ``h`` and ``r * h``: ``[R_1..R_n]``), giving the ``n`` candidates of a node as
+    one ``(B, n, p)`` elementwise op; ``x``'s projection is made for all steps at once by
+    :class:`RRNNGRU`. Nodes with the same children, op and activation compute the same vector
+    and are computed once: in this tree ``r`` and ``z`` have the same candidates
+    ``sigma(L_k x + R_k h + b_k)`` and the same scores, so ``r_t = z_t`` (and the two nodes
+    ``r * h``, ``z * h`` are one).
 
     Shape:
         - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
@@ -285,70 +325,172 @@ class RRNNGRUCell(_TupleModule):
             index[node] = len(index)
         self._plan = tuple(plan)
         self.trainable_nodes = tuple(k for k, step in enumerate(plan) if step[4])
+        self._compile()
+
+    def _compile(self) -> None:
+        """The nodes (:class:`_GRUNode`), which sides of which values are projected, which
+        projections fuse the bias, and the fixed columns of the trace."""
+        n_leaves, n = len(self.space.leaves), len(self.layout.trainable_indices)
+        zeros = {i for i, leaf in enumerate(self.space.leaves) if leaf.role is Role.CONST
+                 and not torch_ops.constant(leaf, self.hidden_size, torch.float64).any()}
+        same: list[int] = list(range(n_leaves))  # value index -> index of its first computation
+        seen: dict[tuple, int] = {}
+        sides: dict[int, list[str]] = {}
+        unfused: set[int] = set()  # values read as left child by a non-additive trainable node
+        for k, (i, j, o, u, trainable) in enumerate(self._plan):
+            i, j = same[i], same[j]
+            same.append(seen.setdefault((i, j, o, u, trainable), n_leaves + k))
+            if trainable and same[-1] == n_leaves + k:
+                for child, side in ((i, "L"), (j, "R")):
+                    if side not in sides.setdefault(child, []):
+                        sides[child].append(side)
+                if not torch_ops.is_additive(self.space.ops[o]):
+                    unfused.add(i)
+        nodes = []
+        for k, (i, j, o, u, trainable) in enumerate(self._plan):
+            i, j, op = same[i], same[j], self.space.ops[o]
+            first = same[n_leaves + k] == n_leaves + k
+            additive = torch_ops.is_additive(op)
+            if first and not trainable and additive and (i in zeros or j in zeros):
+                i, j, fn = (j, j, None) if i in zeros else (i, i, None)
+            else:
+                fn = torch_ops.op(op)
+            nodes.append(_GRUNode(None if first else same[n_leaves + k], fn,
+                                  torch_ops.activation(self.space.activations[u]), i, j, trainable,
+                                  trainable and (not additive or i in unfused)))
+        self._nodes = tuple(nodes)
+        self._sides = {c: tuple(s) for c, s in sides.items()}
+        self._fused = {c for c, s in sides.items() if "L" in s and c not in unfused}
+        self._sources = tuple(same[n_leaves + k] for k in self.trainable_nodes)
+        fixed = torch.tensor([[step[q] for step in self._plan] for q in (0, 1, 2, 3)])
+        self.register_buffer("_fixed", fixed, persistent=False)
+        self.register_buffer("_fixed_tuple", torch.full((len(self._plan),), n), persistent=False)
+        self.register_buffer("_trainable", torch.tensor(self.trainable_nodes, dtype=torch.long),
+                             persistent=False)
 
     def scoring_parameters(self) -> list[nn.Parameter]:
         return list(self.scoring.parameters())
 
-    def prepare(self) -> tuple[Tensor, Tensor]:
-        """``(p, 2 n p)`` stacked ``[L_1..L_n, R_1..R_n]`` for one projection per child."""
-        p = self.hidden_size
-        return torch.cat([self.weight_L, self.weight_R]).reshape(-1, p).T, self.bias
+    def prepare(self) -> _GRUParams:
+        """The stacked projection matrices ``[L_1..L_n]`` / ``[R_1..R_n]`` ``(n p, p)`` of
+        every projected value (with ``b`` fused where it can be), for one sequence."""
+        n, p = self.weight_L.shape[:2]
+        mats = {"L": self.weight_L.reshape(n * p, p), "R": self.weight_R.reshape(n * p, p)}
+        b = self.bias.reshape(n * p)
+        projections = {}
+        for c, sides in self._sides.items():
+            W = mats[sides[0]] if len(sides) == 1 else torch.cat([mats[s] for s in sides])
+            bias = None
+            if c in self._fused:
+                bias = torch.cat([b if s == "L" else torch.zeros_like(b) for s in sides]) if len(sides) > 1 else b
+            projections[c] = (W, bias)
+        first, _, last = self.scoring
+        zero_vector = torch_ops.constant(zero, p, self.bias.dtype, self.bias.device)
+        return _GRUParams(projections, self.bias, (first.weight, first.bias, last.weight, last.bias), zero_vector)
+
+    def project(self, c: int, value: Tensor, params: _GRUParams) -> dict[str, Tensor]:
+        """Value ``c`` (``(..., p)``) through its stacked matrices: side -> ``(..., n, p)``."""
+        W, bias = params.projections[c]
+        sides = self._sides[c]
+        out = F.linear(value, W, bias).unflatten(-1, (len(sides), self.weight_L.shape[0], self.hidden_size))
+        return dict(zip(sides, out.unbind(-3)))
+
+    def project_input(self, input: Tensor, params: _GRUParams) -> list[dict[str, Tensor]]:
+        """The projections of ``x`` for every step of ``input (T, B, p)``, one matmul."""
+        if 0 not in self._sides:
+            return [{} for _ in input]
+        sides = self.project(0, input, params)
+        return [dict(zip(sides, blocks)) for blocks in zip(*(v.unbind(0) for v in sides.values()))]
 
     def choices(self, trace: SearchTrace) -> Tensor:
         """``(B, n_trainable_nodes)`` the tuple chosen at each trainable node (for ``N_e``)."""
         return trace.tuple_pos[:, list(self.trainable_nodes)]
 
-    def forward(self, x: Tensor, state: Tensor | None = None,
-                params: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list[SearchTrace]]:
-        W, bias = self.prepare() if params is None else params
+    def forward(self, x: Tensor, state: Tensor | None = None, params: _GRUParams | None = None,
+                x_proj: dict[str, Tensor] | None = None, traces: bool = True
+                ) -> tuple[Tensor, list[SearchTrace]]:
+        """One step; ``x_proj``: ``x``'s projection made ahead (:meth:`project_input`);
+        ``traces=False`` returns no trace (and soft mode then ranks no candidates)."""
+        params = self.prepare() if params is None else params
         B, p = x.shape
-        n = self.weight_L.shape[0]
-        h_prev = x.new_zeros(B, p) if state is None else state
-        vals = [x, h_prev, torch_ops.constant(zero, p, x.dtype, x.device).expand(B, p)]
-        proj: dict[int, Tensor] = {}
-        tuple_pos, best, second = [], [], []
-        rows = torch.arange(B, device=x.device)
-        for i, j, o, u, trainable in self._plan:
-            op, act = torch_ops.op(self.space.ops[o]), torch_ops.activation(self.space.activations[u])
-            if not trainable:
-                vals.append(act(op(vals[i], vals[j])))
-                tuple_pos.append(torch.full((B,), n, device=x.device))
-                best.append(x.new_zeros(B))
-                second.append(x.new_full((B,), -torch.inf))
-                continue
-            for c in (i, j):
-                if c not in proj:
-                    proj[c] = (vals[c] @ W).view(B, 2, n, p)
-            cands = act(op(proj[i][:, 0], proj[j][:, 1]) + bias)  # (B, n, p)
-            scores = self.scoring(cands)[..., 0]
-            top = scores.detach().topk(min(2, n), 1)
-            choice = top.indices[:, 0]
-            hard = cands[rows, choice]
-            if self.mode == "hard":
-                v = hard
+        vals = [x, x.new_zeros(B, p) if state is None else state, params.zero.expand(B, p)]
+        proj = {} if x_proj is None else {0: x_proj}
+        chosen: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
+        for node in self._nodes:
+            if node.same is not None:
+                vals.append(vals[node.same])
+            elif not node.trainable:
+                vals.append(node.act(vals[node.left] if node.op is None else node.op(vals[node.left], vals[node.right])))
             else:
-                soft = (torch.softmax(scores / self.tau, 1)[:, :, None] * cands).sum(1)
-                v = soft if self.mode == "soft" else hard + (soft - soft.detach())
-            vals.append(v)
-            tuple_pos.append(choice)
-            best.append(scores[rows, choice])
-            second.append(scores[rows, top.indices[:, 1]] if n > 1 else x.new_full((B,), -torch.inf))
-        fixed = lambda k: torch.tensor([s[k] for s in self._plan], device=x.device).expand(B, -1)  # noqa: E731
-        trace = SearchTrace(self.space, "h", torch.stack(vals, 1), fixed(0), fixed(1),
-                            torch.stack(tuple_pos, 1), fixed(2), fixed(3),
-                            torch.stack(best, 1), torch.stack(second, 1))
-        return vals[-1], [trace]
+                for c in (node.left, node.right):
+                    if c not in proj:
+                        proj[c] = self.project(c, vals[c], params)
+                pre = node.op(proj[node.left]["L"], proj[node.right]["R"])
+                value, chosen[len(vals)] = self._choose(node.act(pre + params.bias if node.add_bias else pre),
+                                                        params, traces)
+                vals.append(value)
+        return vals[-1], ([self._trace(vals, chosen)] if traces else [])
+
+    def _choose(self, cands: Tensor, params: _GRUParams, traced: bool
+                ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
+        """The node's vector from its candidates ``(B, n, p)`` by their scores ``alpha``, and
+        ``(choice, best score, second score)`` when ranked."""
+        W1, b1, w2, b2 = params.scoring
+        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, n)
+        soft = None
+        if self.mode != "hard":
+            weights = torch.softmax(scores if self.tau == 1 else scores / self.tau, 1)
+            soft = torch.bmm(weights[:, None], cands)[:, 0]
+            if self.mode == "soft" and not traced:
+                return soft, None
+        n = scores.shape[1]
+        top = scores.detach().topk(min(2, n), 1).indices
+        choice = top[:, 0]
+        hard = torch.take_along_dim(cands, choice[:, None, None], 1)[:, 0]
+        ranked = scores.gather(1, top)
+        second = ranked[:, 1] if n > 1 else torch.full_like(ranked[:, 0], -torch.inf)
+        value = hard if soft is None else soft if self.mode == "soft" else hard + (soft - soft.detach())
+        return value, (choice, ranked[:, 0], second)
+
+    def _trace(self, vals: list[Tensor], chosen: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
+        """The step's :class:`SearchTrace` from the values and each trainable node's ranking."""
+        B = vals[0].shape[0]
+        choice, best, second = (torch.stack(column, 1) for column in zip(*(chosen[s] for s in self._sources)))
+        fixed = self._fixed.expand(B, -1, -1).unbind(1)
+        best_full = best.new_zeros(B, len(self._plan)).index_copy(1, self._trainable, best)
+        second_full = best.new_full((B, len(self._plan)), -torch.inf).index_copy(1, self._trainable, second)
+        tuple_pos = self._fixed_tuple.expand(B, -1).contiguous().index_copy_(1, self._trainable, choice)
+        return SearchTrace(self.space, "h", torch.stack(vals, 1), fixed[0], fixed[1], tuple_pos,
+                           fixed[2], fixed[3], best_full, second_full)
 
 
 class RRNNGRU(_Sequence):
     """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first``,
     ``return_traces`` and ``recompute`` as in :class:`RRNN`). Shape: input ``(T, B, p)`` ->
-    output ``(T, B, p)``."""
+    output ``(T, B, p)``. The projections of ``x`` by ``[L_1..L_n]`` are made for all steps
+    in one matmul before the step loop; without traces, soft mode ranks no candidates."""
 
     def __init__(self, *args, batch_first: bool = False, return_traces: bool = True,
                  recompute: bool = False, **kwargs) -> None:
         super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNGRUCell(*args, **kwargs)
+
+    def forward(self, input: Tensor, state: Tensor | None = None
+                ) -> tuple[Tensor, Tensor, list[list[SearchTrace]] | None]:
+        if self.batch_first:
+            input = input.transpose(0, 1)
+        params = self.cell.prepare()
+        outputs, traces = [], []
+        for x_t, x_proj in zip(input, self.cell.project_input(input, params)):
+            args = (x_t, state, params, x_proj, self.return_traces)
+            if self.recompute and torch.is_grad_enabled():
+                state, step = checkpoint(self.cell, *args, use_reentrant=False)
+            else:
+                state, step = self.cell(*args)
+            outputs.append(state)
+            traces.append(step)
+        output = torch.stack(outputs, 1 if self.batch_first else 0)
+        return output, state, (traces if self.return_traces else None)
 
     def tuple_parameters(self) -> list[nn.Parameter]:
         return self.cell.tuple_parameters()
