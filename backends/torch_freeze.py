@@ -71,6 +71,35 @@ class _Group:
     outs: tuple[int, ...]
 
 
+class _Rows:
+    """Where lists of rows of ``cat(sources)`` (each source ``n`` rows long) come from: a
+    slice of one source when they are consecutive in it (and it is below ``limit``), else the
+    ``index_select`` of all the others at once by the rows :attr:`gathered`."""
+
+    def __init__(self, row_lists: Sequence[tuple[int, ...]], n: int, limit: int) -> None:
+        self.slices: list[tuple[int, int, int] | None] = []
+        self.gathered: list[int] = []
+        self.sizes: list[int] = []
+        for rows in row_lists:
+            first, last = rows[0], rows[-1]
+            if last < limit and first // n == last // n and list(rows) == list(range(first, last + 1)):
+                self.slices.append((first // n, first % n, last % n + 1))
+            else:
+                self.slices.append(None)
+                self.gathered += rows
+                self.sizes.append(len(rows))
+
+    def take(self, sources: Sequence[Tensor | None], index: Tensor) -> tuple[Tensor, ...]:
+        """Each list's rows (``index``: :attr:`gathered` as a tensor), flattened over the row
+        and the next dimension."""
+        gathered = iter(())
+        if self.gathered:
+            rows = torch.cat(list(sources)).index_select(0, index).flatten(0, 1)
+            gathered = iter(rows.split([k * sources[0].shape[1] for k in self.sizes]))
+        return tuple(next(gathered) if sl is None else sources[sl[0]][sl[1]:sl[2]].flatten(0, 1)
+                     for sl in self.slices)
+
+
 class _Prepared(NamedTuple):
     """What a call (or a whole sequence) takes from the parameters: the stacked weight rows
     ``(k p, p)`` of each projection, the biases (of the projections that fuse one, then of the
@@ -202,14 +231,12 @@ class FrozenCell(nn.Module):
                 group_biases.append(ks)
         # one projection per child, its blocks side by side; a zero bias row where none is fused
         p = self.hidden_size
-        weight_rows: list[int] = []
+        weight_rows: list[tuple[int, ...]] = []  # of each projection
         bias_rows: list[tuple[int, ...]] = []  # of each prepared bias: projections', then groups'
-        self._weight_sizes: list[int] = []
         projections: dict[int, _Projection] = {}
         for index, (child, table) in enumerate(blocks.items()):
             rows = [row for block_rows in table for row in block_rows]
-            weight_rows += [w for w, _ in rows]
-            self._weight_sizes.append(len(rows) * p)
+            weight_rows.append(tuple(w for w, _ in rows))
             bias = None
             if any(b is not None for _, b in rows):
                 bias = len(bias_rows)
@@ -232,15 +259,16 @@ class FrozenCell(nn.Module):
         self._program = tuple(program)
         self._projections = tuple(projections.values())
         self._n_registers = n_registers
-        self._bias_sizes = [len(rows) * p for rows in bias_rows]
-        index = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
-        self.register_buffer("_weight_rows", index(weight_rows), persistent=False)
-        self.register_buffer("_bias_rows", index([b for rows in bias_rows for b in rows]), persistent=False)
+        self._weight_rows = _Rows(weight_rows, n_trainable, 2 * n_trainable)
+        self._bias_rows = _Rows(bias_rows, n_trainable, n_trainable)  # not the zero row
+        for name, rows in (("_weight_index", self._weight_rows), ("_bias_index", self._bias_rows)):
+            self.register_buffer(name, torch.tensor(rows.gathered, dtype=torch.long), persistent=False)
 
     def _group(self, nodes: list[Node], slots: Mapping[Expr, int]) -> list[tuple[Node, ...]]:
         """The nodes in program order: trainable nodes with the same children, op and
         activation as one group at the place of its first member (its children are made by
-        then), every identity-tuple node alone."""
+        then), in tuple order (so that their rows are often a slice), every identity-tuple
+        node alone."""
         groups: dict[tuple, list[Node]] = {}
         order: list[list[Node]] = []
         for n in nodes:
@@ -252,7 +280,7 @@ class FrozenCell(nn.Module):
                 groups[key] = []
                 order.append(groups[key])
             groups[key].append(n)
-        return [tuple(members) for members in order]
+        return [tuple(sorted(members, key=lambda n: self._position.get(n.tuple, 0))) for members in order]
 
     def _identity_node(self, n: Node, slots: Mapping[Expr, int]) -> _Group:
         """``u(o(c_i, c_j))`` of an identity-tuple node; ``u(c)`` for ``c + 0``."""
@@ -266,22 +294,20 @@ class FrozenCell(nn.Module):
 
     # --- parameters ----------------------------------------------------------------------
     def prepare(self) -> _Prepared:
-        """Gather the stacked weight rows and biases of every projection and group (one
-        ``index_select`` each); a sequence module does this once per sequence."""
+        """The stacked weight rows and biases of every projection and group (slices of the
+        parameters where the rows are consecutive, else one ``index_select`` for all); a
+        sequence module does this once per sequence."""
         p = self.hidden_size
-        W = torch.cat([self.weight_L, self.weight_R]).index_select(0, self._weight_rows)
-        weights = W.view(-1, p).split(self._weight_sizes) if self._weight_sizes else ()
-        biases: tuple[Tensor, ...] = ()
-        if self._bias_sizes:
-            b = torch.cat([self.bias, self.bias.new_zeros(1, p)]).index_select(0, self._bias_rows)
-            biases = b.view(-1).split(self._bias_sizes)
+        weights = self._weight_rows.take((self.weight_L, self.weight_R), self._weight_index)
+        zero_row = self.bias.new_zeros(1, p) if self._bias_rows.gathered else None
+        biases = self._bias_rows.take((self.bias, zero_row), self._bias_index)
         key = (self.bias.dtype, self.bias.device)
         if key not in self._constant_cache:
             self._constant_cache[key] = {
                 slot: torch_ops.constant(leaf, p, *key)
                 for leaf, slot in zip(self._leaves, self._leaf_slots) if leaf.role is Role.CONST
             }
-        return _Prepared(tuple(weights), tuple(biases), self._constant_cache[key])
+        return _Prepared(weights, biases, self._constant_cache[key])
 
     def project_static(self, params: _Prepared, x: Tensor
                        ) -> tuple[dict[int, tuple[tuple[Tensor, ...], ...]], dict[int, tuple[Tensor, ...]]]:
