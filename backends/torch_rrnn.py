@@ -364,7 +364,6 @@ class RRNNGRUCell(_TupleModule):
         self._sources = tuple(same[n_leaves + k] for k in self.trainable_nodes)
         fixed = torch.tensor([[step[q] for step in self._plan] for q in (0, 1, 2, 3)])
         self.register_buffer("_fixed", fixed, persistent=False)
-        self.register_buffer("_fixed_tuple", torch.full((len(self._plan),), n), persistent=False)
         self.register_buffer("_trainable", torch.tensor(self.trainable_nodes, dtype=torch.long),
                              persistent=False)
 
@@ -456,10 +455,11 @@ class RRNNGRUCell(_TupleModule):
         """The step's :class:`SearchTrace` from the values and each trainable node's ranking."""
         B = vals[0].shape[0]
         choice, best, second = (torch.stack(column, 1) for column in zip(*(chosen[s] for s in self._sources)))
-        fixed = self._fixed.expand(B, -1, -1).unbind(1)
-        best_full = best.new_zeros(B, len(self._plan)).index_copy(1, self._trainable, best)
-        second_full = best.new_full((B, len(self._plan)), -torch.inf).index_copy(1, self._trainable, second)
-        tuple_pos = self._fixed_tuple.expand(B, -1).contiguous().index_copy_(1, self._trainable, choice)
+        fixed = self._fixed.expand(B, -1, -1).clone().unbind(1)  # the trace's own memory
+        n_nodes, identity = len(self._plan), len(self.layout.trainable_indices)
+        best_full = best.new_zeros(B, n_nodes).index_copy(1, self._trainable, best)
+        second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._trainable, second)
+        tuple_pos = choice.new_full((B, n_nodes), identity).index_copy_(1, self._trainable, choice)
         return SearchTrace(self.space, "h", torch.stack(vals, 1), fixed[0], fixed[1], tuple_pos,
                            fixed[2], fixed[3], best_full, second_full)
 

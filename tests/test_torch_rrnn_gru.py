@@ -12,13 +12,14 @@ from cellgraph.backends.torch_rrnn import RRNNGRU
 from cellgraph.expr import h, x, zero
 from cellgraph.targets import target
 
-P, N, T, B = 4, 3, 3, 5
+P, N, T = 4, 3, 6
 
 
 def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
     """The GRU tree node by node; each trainable node scores ``u(o(L_k c_i, R_k c_j) + b_k)``
     for every tuple ``k`` separately with the scoring module, then mixes or picks."""
     gru = target("gru")
+    B = x_t.shape[0]
     values = {x: x_t, h: h_prev, zero: torch.zeros_like(x_t)}
     columns = []
     for node in gru.graph.internal_nodes():
@@ -42,8 +43,9 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
 
 
 @pytest.mark.parametrize("mode", ["soft", "hard", "straight-through"])
-@pytest.mark.parametrize("recompute", [False, True])
-def test_step_equals_the_literal_equations_values_traces_and_gradients(mode, recompute):
+@pytest.mark.parametrize("recompute, B", [(False, 5), (True, 5), (False, 1)])
+def test_step_equals_the_literal_equations_values_traces_and_gradients(mode, recompute, B):
+    """Batch 1 too: every step's trace keeps its own choices."""
     torch.manual_seed(0)
     model = RRNNGRU(P, N, scoring_hidden=6, mode=mode, tau=0.7, recompute=recompute).double()
     inputs = torch.randn(T, B, P, dtype=torch.float64)
@@ -66,6 +68,8 @@ def test_step_equals_the_literal_equations_values_traces_and_gradients(mode, rec
     (torch.stack(outputs) * weights).sum().add(loss).backward()
     for a, b in zip(got, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+    choices = torch.stack([tr[0].tuple_pos for tr in traces])
+    assert (choices != choices[:1]).any()  # the steps chose differently: the check above had teeth
 
 
 def test_without_traces_the_outputs_and_gradients_do_not_change():
@@ -74,7 +78,7 @@ def test_without_traces_the_outputs_and_gradients_do_not_change():
     for return_traces in (True, False):
         torch.manual_seed(1)
         model = RRNNGRU(P, N, scoring_hidden=6, return_traces=return_traces, batch_first=True)
-        output, _, traces = model(torch.randn(B, T, P))
+        output, _, traces = model(torch.randn(5, T, P))
         output.square().sum().backward()
         assert (traces is None) is not return_traces
         results.append([output.detach()] + [p.grad for p in model.parameters()])
@@ -84,7 +88,7 @@ def test_without_traces_the_outputs_and_gradients_do_not_change():
 def test_the_cell_alone_projects_x_itself():
     torch.manual_seed(3)
     model = RRNNGRU(P, N, scoring_hidden=6, mode="straight-through")
-    inputs, h0 = torch.randn(2, B, P), torch.randn(B, P)
+    inputs, h0 = torch.randn(2, 5, P), torch.randn(5, P)
     output, _, traces = model(inputs, h0)
     h1, (trace,) = model.cell(inputs[0], h0)
     h2, none = model.cell(inputs[1], h1, traces=False)
