@@ -109,6 +109,8 @@ class RRNNCell(_TupleModule):
         batch_norm: apply ``BatchNorm1d(p)`` to each state a run makes.
         spaces, layout: explicit search spaces (one per state) and their layout, instead of
             the sets above.
+        compile: build and score the candidates with ``torch.compile`` (the first steps
+            compile; where compilation fails it warns once and runs eagerly).
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -120,7 +122,8 @@ class RRNNCell(_TupleModule):
                  ops: Sequence[str] = ("add", "mul"), aux: Sequence[str] = ("zero",),
                  scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
                  states: Sequence[str] = ("h",), batch_norm: bool = False,
-                 spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None) -> None:
+                 spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
+                 compile: bool = False) -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -141,7 +144,7 @@ class RRNNCell(_TupleModule):
             space.check(layout)
         self._init_tuples(layout, hidden_size)
         self.spaces, self.states = tuple(spaces), states
-        self.mode, self.tau = _check_mode(mode), tau
+        self.mode, self.tau, self.compile_search = _check_mode(mode), tau, compile
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_size) for _ in spaces) if batch_norm else None
 
@@ -163,7 +166,7 @@ class RRNNCell(_TupleModule):
         for i, (space, name) in enumerate(zip(self.spaces, self.states)):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
-            trace = search(params[i], leaves, self.mode, self.tau, name)
+            trace = search(params[i], leaves, self.mode, self.tau, name, self.compile_search)
             out = trace.vectors[:, -1]
             made[name] = out if self.norms is None else self.norms[i](out)
             traces.append(trace)

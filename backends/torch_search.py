@@ -4,7 +4,7 @@ Algorithm 2 and Sec. 3.2; SPEC §2-§3; the rules of :mod:`cellgraph.algorithm2`
 For a batch of ``B`` samples with leaf vectors ``(B, n_leaves, p)`` the search runs
 ``N_bar`` iterations; iteration ``k`` scores the candidates
 
-    v = u(o(L_r c_i, R_r c_j) + b_r),    i < j over  S_data, S_prev, S_aux, P_{k-1}
+    v = u(z),   z = o(L_r c_i, R_r c_j) + b_r,    i < j over  S_data, S_prev, S_aux, P_{k-1}
 
 with the scoring network ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` and appends
 ``c_k*`` to the node list. All work is batched over (sample, tuple, op, activation, pair);
@@ -16,15 +16,21 @@ Work saved, results unchanged:
   ``(i, c_{k-1}*)``; the scores of older candidates are kept, and so are their vectors
   (one *block* per iteration, stored once, never re-concatenated);
 * every node is projected once: one matmul gives ``L_r c`` and ``R_r c`` for all ``r``
-  (and ``W_1 L_r c``, ``W_1 R_r c`` when the shortcut below applies);
-* the first layer of ``alpha`` is linear, so for an affine activation ``u(z) = a z + c``
-  (``identity``, ``one_minus``) ``W_1 u(z) = a W_1 z + c W_1 1`` is shared by all affine
-  activations of a ``(r, o, pair)``, and for ``o = add`` ``W_1 z`` is a sum of per-node
-  projections (no ``p x H`` product per candidate);
+  (and ``W1 L_r c``, ``W1 R_r c`` when the shortcut below applies);
+* an *affine* activation ``u(z) = a z + c`` (``identity``, ``one_minus``) is never
+  materialized: a block stores ``z`` and the non-affine ``u(z)`` only; the vectors, the
+  soft mixture and the exclusion keys of the affine candidates are derived from ``z``;
+* the first layer of ``alpha`` is linear, so ``W_1 u(z) + b_1 = a W_1 z + (c W_1 1 + b_1)``
+  is shared by all affine activations of a ``(r, o, pair)`` (one fused multiply-add per
+  activation), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no
+  ``p x H`` product per candidate);
 * exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
-  ``g . v`` first: a pair whose keys differ by more than a rigorous bound (tolerance plus
-  floating-point rounding) cannot be equal, and only the rare remaining pairs are
-  compared entry by entry.
+  ``g . v`` first (computed in the working dtype): a pair whose keys differ by more than a
+  rigorous bound (tolerance plus floating-point rounding) cannot be equal, and only the rare
+  remaining pairs are compared entry by entry.
+
+The block function (candidates and their scores) can run through ``torch.compile``
+(``search(..., compile=True)``); where compilation fails it warns once and runs eagerly.
 
 Choice modes (SPEC §3): ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
 vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
@@ -33,7 +39,10 @@ recorded structure is the argmax) and ``straight-through`` (forward hard, backwa
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -60,8 +69,8 @@ class _Plan:
 
     ops: tuple
     additive: tuple[bool, ...]
-    activations: tuple
-    n_nonlinear: int
+    nonlinear: tuple
+    affine: tuple
     affine_a: tuple[float, ...]
     affine_c: tuple[float, ...]
     act_pos: tuple[int, ...]
@@ -72,20 +81,19 @@ class _Plan:
         for pos, name in enumerate(space.activations):
             coef = torch_ops.affine(name)
             (nonlinear if coef is None else affine).append((pos, name, coef))
-        ordered = nonlinear + affine
         return _Plan(
             ops=tuple(torch_ops.op(o) for o in space.ops),
             additive=tuple(torch_ops.is_additive(o) for o in space.ops),
-            activations=tuple(torch_ops.activation(name) for _, name, _ in ordered),
-            n_nonlinear=len(nonlinear),
+            nonlinear=tuple(torch_ops.activation(name) for _, name, _ in nonlinear),
+            affine=tuple(torch_ops.activation(name) for _, name, _ in affine),
             affine_a=tuple(coef[0] for _, _, coef in affine),
             affine_c=tuple(coef[1] for _, _, coef in affine),
-            act_pos=tuple(pos for pos, _, _ in ordered),
+            act_pos=tuple(pos for pos, _, _ in nonlinear + affine),
         )
 
     @property
     def shortcut(self) -> bool:
-        return bool(self.affine_a) and any(self.additive)
+        return bool(self.affine) and any(self.additive)
 
 
 @dataclass(frozen=True)
@@ -98,24 +106,30 @@ class SearchParams:
     several times cheaper than tanh on CPU).
 
     Attributes:
-        space: the search space; ``n_r = len(space.tuples)``.
+        space, plan: the search space (``n_r = len(space.tuples)``) and its layout.
         proj_weight: ``(p, 2 n_r p [+ 2 n_r H])``: ``node @ proj_weight`` gives ``L_r c``,
             ``R_r c`` for all ``r`` (and ``W1 L_r c``, ``W1 R_r c`` with the shortcut).
-        bias: ``(n_r, p)`` the ``b_r``.
-        W1, b1, w2, b2: ``(H, p)``, ``(H,)``, ``(H,)``, ``()`` in the sigmoid form.
-        W1_bias: ``(n_r, H)`` ``W1 b_r``; W1_ones: ``(H,)`` ``W1 1``.
+        bias: ``(n_r, 1, p)`` the ``b_r``.
+        W1T, b1, w2, b2: ``(p, H)`` (``W1`` transposed), ``(H,)``, ``(H,)``, ``()``.
+        W1_bias: ``(n_r, 1, H)`` ``W1 b_r``.
+        affine_a, affine_c: ``(n_a,)`` the ``a``, ``c`` of the affine activations.
+        scale, offset: ``(n_a, 1, 1, 1)`` the ``a`` and ``(n_a, 1, 1, H)`` the
+            ``c W1 1 + b1``: the first layer of an affine activation is ``a W1 z + offset``.
     """
 
     space: SearchSpace
     plan: _Plan
     proj_weight: Tensor
     bias: Tensor
-    W1: Tensor
+    W1T: Tensor
     b1: Tensor
     w2: Tensor
     b2: Tensor
     W1_bias: Tensor
-    W1_ones: Tensor
+    affine_a: Tensor
+    affine_c: Tensor
+    scale: Tensor
+    offset: Tensor
 
 
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
@@ -127,44 +141,145 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     Ls, Rs, bs = L[idx], R[idx], b[idx]
     p = L.shape[-1]
     plan = _Plan.of(space)
-    W1s, w2 = 2.0 * W1, w2.reshape(-1)
+    W1s, b1s, w2 = 2.0 * W1, 2.0 * b1, w2.reshape(-1)
     rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
     if plan.shortcut:
         rows += [torch.matmul(W1s, Ls).reshape(-1, p), torch.matmul(W1s, Rs).reshape(-1, p)]
+    a, c = (torch.tensor(v, dtype=W1.dtype, device=W1.device) for v in (plan.affine_a, plan.affine_c))
     return SearchParams(
-        space, plan, torch.cat(rows).T, bs, W1s, 2.0 * b1, 2.0 * w2, b2.reshape(()) - w2.sum(),
-        bs @ W1s.T, W1s.sum(1),
+        space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
+        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1s.sum(1) + b1s,
     )
 
 
-class _Block:
-    """The candidates of one iteration: pairs ``(left[q], right[q])`` for all ``(r, o, u)``.
+def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None
+           ) -> tuple[Tensor, Tensor | None, Tensor]:
+    """The candidates of one iteration and their scores (a pure tensor function, so that
+    ``torch.compile`` can take it).
 
-    ``V (n_u, B, n_r, n_o, P, p)`` holds the candidate vectors with the activations in the
-    plan's internal order (non-affine first, so ``V[:n_nonlinear]`` is one contiguous
-    matrix for the scoring matmul). Flat candidate index of a sample:
-    ``((u * n_r + r) * n_o + o) * P + q``. ``scores (B, size)`` are differentiable.
+    Args:
+        w: the run's weights.
+        Lc, Rc: ``(B, n_r, P, p)`` ``L_r c_i`` and ``R_r c_j`` of the ``P`` pairs
+            (``Rc`` may broadcast over ``P``).
+        GL, GR: ``W1 L_r c_i``, ``W1 R_r c_j`` ``(B, n_r, P, H)`` with the shortcut, else None.
+
+    Returns:
+        ``Z (B, n_o, n_r, P, p)`` the ``z``; ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
+        ``u(z)`` (None without any); ``scores (B, (n_nl + n_a) n_o n_r P)`` in the block's
+        flat order (activation, op, tuple, pair).
+    """
+    plan = w.plan
+    zs = [o(Lc, Rc) + w.bias for o in plan.ops]
+    Z = torch.stack(zs, 1)
+    B, p = Z.shape[0], Z.shape[-1]
+    scores, Vn = [], None
+    if plan.nonlinear:
+        Vn = torch.stack([u(Z) for u in plan.nonlinear], 1)
+        h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
+        scores.append((h1 @ w.w2).view(B, -1))
+    if plan.affine:
+        per_op = []
+        for z, additive in zip(zs, plan.additive):
+            if additive:  # a (W1 L_r c_i) + [a (W1 R_r c_j + W1 b_r) + offset]
+                rest = torch.addcmul(w.offset, (GR + w.W1_bias).unsqueeze(1), w.scale)
+                first = torch.addcmul(rest, GL.unsqueeze(1), w.scale)
+            else:
+                Wz = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+                first = torch.addcmul(w.offset, Wz.unsqueeze(1), w.scale)
+            per_op.append(first.sigmoid_() @ w.w2)  # (B, n_a, n_r, P)
+        scores.append(torch.stack(per_op, 2).view(B, -1))
+    return Z, Vn, torch.cat(scores, 1) + w.b2
+
+
+_compiled: dict[str, Callable] = {}
+
+
+def _compiled_block() -> Callable | None:
+    """``torch.compile(_block)``, made once; None (after one warning) where it fails."""
+    if "block" not in _compiled:
+        try:
+            _compiled["block"] = torch.compile(_block, dynamic=True)
+        except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
+            _compile_failed(err)
+    return _compiled.get("block")
+
+
+def _compile_failed(err: Exception) -> None:
+    _compiled["block"] = None
+    warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
+                  f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+
+
+def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor]:
+    """:func:`_block`, compiled where asked and possible. The backward graph is compiled with
+    the forward one (not lazily at the first backward pass), so that a failure shows here
+    and the call is redone eagerly."""
+    fn = _compiled_block() if compile else None
+    if fn is not None:
+        try:
+            with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+                return fn(*args)
+        except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
+            _compile_failed(err)
+    return _block(*args)
+
+
+class _Block:
+    """The candidates of one iteration: ``Z``, ``Vn`` and ``scores`` of :func:`_block`.
+
+    Flat candidate index of a sample: ``u * X + (o * n_r + r) * P + q`` with ``u`` the
+    internal activation position and ``X = n_o n_r P``; the affine candidates
+    (``u >= n_nl``) are ``a_u z + c_u``, computed from ``Z`` when needed.
     """
 
-    def __init__(self, V: Tensor, scores: Tensor) -> None:
-        self.V, self.scores = V, scores
-        self.per_act = V[0, 0].numel() // V.shape[-1]
-        self.size = V.shape[0] * self.per_act
+    def __init__(self, params: SearchParams, Z: Tensor, Vn: Tensor | None, scores: Tensor) -> None:
+        self.params, self.plan, self.Z, self.Vn, self.scores = params, params.plan, Z, Vn, scores
+        self.X = Z[0].numel() // Z.shape[-1]
+        self.n_nl = len(self.plan.nonlinear)
+        self.size = scores.shape[1]
 
     def vectors(self, b: Tensor, c: Tensor) -> Tensor:
         """``(K, p)`` vectors of candidates ``c`` (flat) of samples ``b`` (differentiable)."""
-        X = self.per_act
-        rows = (c // X * self.V.shape[1] + b) * X + c % X
-        return self.V.view(-1, self.V.shape[-1])[rows]
+        p, X, n_nl = self.Z.shape[-1], self.X, self.n_nl
+        out = None
+        if n_nl:
+            out = self.Vn.view(-1, p)[b * (n_nl * X) + c.clamp(max=n_nl * X - 1)]
+        if self.plan.affine:
+            z = self.Z.view(-1, p)[b * X + c % X]
+            u = (c // X)[:, None]
+            for k, act in enumerate(self.plan.affine):
+                v = act(z)
+                out = v if out is None else torch.where(u == n_nl + k, v, out)
+        return out
 
     def mix(self, w: Tensor) -> Tensor:
         """``(B, p)`` sum of the candidate vectors weighted by ``w (B, size)``."""
-        n_u, B = self.V.shape[:2]
-        w = w.view(B, n_u, 1, self.per_act)
+        B, p, X, n_nl = w.shape[0], self.Z.shape[-1], self.X, self.n_nl
         out = 0
-        for u in range(n_u):
-            out = out + torch.bmm(w[:, u], self.V[u].view(B, self.per_act, -1))[:, 0]
+        if n_nl:
+            out = torch.bmm(w[:, None, :n_nl * X], self.Vn.view(B, n_nl * X, p))[:, 0]
+        if self.plan.affine:
+            wa = w[:, n_nl * X:].view(B, -1, X)
+            a, c = self.params.affine_a, self.params.affine_c
+            out = out + torch.bmm(torch.matmul(a, wa)[:, None], self.Z.view(B, X, p))[:, 0]
+            out = out + (wa.sum(2) @ c)[:, None]
         return out
+
+    def keys(self, g: Tensor, g_sum: float) -> tuple[Tensor, Tensor]:
+        """``(B, size)`` exclusion keys ``g . v`` and magnitudes bounding ``g . |v|``.
+
+        An affine candidate ``v = a z + c`` gets ``a (g . z) + c sum(g)`` and the bound
+        ``|a| g . |z| + |c| sum(g)``."""
+        B = self.Z.shape[0]
+        keys, mags = [], []
+        if self.n_nl:
+            keys.append((self.Vn @ g).view(B, -1))
+            mags.append((self.Vn.abs() @ g).view(B, -1))
+        if self.plan.affine:
+            a, c = self.params.scale.to(g.dtype), self.params.affine_c.to(g.dtype).view(-1, 1, 1, 1) * g_sum
+            keys.append(((self.Z @ g).unsqueeze(1) * a + c).view(B, -1))
+            mags.append(((self.Z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
+        return torch.cat(keys, 1), torch.cat(mags, 1)
 
 
 class _Candidates:
@@ -241,37 +356,114 @@ class _Candidates:
         return (omega[:, :, None] * U).sum(1) / (omega * Z).sum(1)[:, None]
 
 
-def _key_weights(p: int, device) -> tuple[Tensor, float, float]:
-    """The exclusion key ``g . v`` (computed in float64) with ``g = linspace(1, 2, p)``,
-    ``sum(g)`` and the rounding factor ``rel``: two vectors within ``EXCLUSION_TOL`` have keys
-    within ``sum(g) EXCLUSION_TOL + rel (g.|v| + g.|w|)`` (float64 dot-product error)."""
-    g = torch.linspace(1.0, 2.0, p, dtype=torch.float64, device=device)
-    return g, float(g.sum()), 2.0 * (p + 2) * torch.finfo(torch.float64).eps
+def _key_weights(p: int, dtype: torch.dtype, device) -> tuple[Tensor, float, float]:
+    """The exclusion key ``g . v`` (computed in the working dtype) with
+    ``g = linspace(1, 2, p)``, ``sum(g)`` and the rounding factor ``rel``: two vectors within
+    ``EXCLUSION_TOL`` have keys within ``sum(g) EXCLUSION_TOL + rel (m_v + m_w)`` where ``m``
+    bounds ``g . |v|`` (dot-product error ``(p + 2) eps g . |v|``, with a factor 4 for the
+    rounding of the magnitudes and of the derived affine keys)."""
+    g = torch.linspace(1.0, 2.0, p, dtype=dtype, device=device)
+    return g, float(g.double().sum()), 4.0 * (p + 2) * torch.finfo(dtype).eps
 
 
-def _matches(cands: _Candidates, ref: Tensor, ref_key: Tensor, ref_mag: Tensor,
-             g_sum: float, rel: float, first: int = 0, known: Tensor | None = None) -> Tensor:
-    """``(B, C')`` whether each candidate (from block ``first`` on) equals one of the
-    reference vectors ``ref (B, m, p)`` within ``EXCLUSION_TOL`` (max-abs). ``known (B,)``
-    optionally names, per sample, a candidate that *is* the (single) reference vector."""
+def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_key: Tensor,
+             ref_mag: Tensor, g_sum: float, rel: float, first: int = 0,
+             known: Tensor | None = None) -> Tensor:
+    """``(B, C', m)`` whether each candidate (from block ``first`` on) equals reference vector
+    ``m`` of its sample within ``EXCLUSION_TOL`` (max-abs).
+
+    ``ref_key``, ``ref_mag`` ``(B, m)`` are the references' keys and magnitude bounds;
+    ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs the
+    keys cannot separate. ``known (B,)`` optionally names, per sample, a candidate that *is*
+    reference ``0``."""
     start = cands.starts[first]
     keys, mags = cands.keys[:, start:], cands.mags[:, start:]
     slack = g_sum * EXCLUSION_TOL + rel * (mags[:, :, None] + ref_mag[:, None, :])
     near = (keys[:, :, None] - ref_key[:, None, :]).abs_() <= slack
-    out = torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+    out = torch.zeros(near.shape, dtype=torch.bool, device=keys.device)
     if known is not None:
         rows = torch.arange(keys.shape[0], device=keys.device)
         near[rows, known, 0] = False
-        out[rows, known] = True
+        out[rows, known, 0] = True
     b, c, m = near.nonzero(as_tuple=True)
     if b.numel():
-        equal = (cands.vectors(b, c, first) - ref[b, m]).abs().amax(-1) <= EXCLUSION_TOL
-        out[b[equal], c[equal]] = True
+        equal = (cands.vectors(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
+        out[b[equal], c[equal], m[equal]] = True
     return out
 
 
+def _chosen_keys(cands: _Candidates, choice: Tensor, soft_node: Tensor | None, g: Tensor
+                 ) -> tuple[Tensor, Tensor]:
+    """``(B, m)`` keys and magnitude bounds of the references of the check after the choice:
+    ``c_k*`` (its own key) and, in soft mode, the new node ``soft_node (B, p)``."""
+    key, mag = cands.keys.gather(1, choice[:, None]), cands.mags.gather(1, choice[:, None])
+    if soft_node is None:
+        return key, mag
+    return torch.cat([key, (soft_node @ g)[:, None]], 1), torch.cat([mag, (soft_node.abs() @ g)[:, None]], 1)
+
+
+def _chosen(cands: _Candidates, choice: Tensor, hard: Tensor | None, soft_node: Tensor | None,
+            b: Tensor, m: Tensor) -> Tensor:
+    """The reference vectors of that check: ``c_k*`` (``m = 0``; ``hard`` or looked up) and
+    the soft node (``m = 1``)."""
+    v = cands.vectors(b, choice[b]) if hard is None else hard.detach()[b]
+    return v if soft_node is None else torch.where((m == 0)[:, None], v, soft_node[b])
+
+
+@functools.lru_cache(maxsize=256)
+def _pairs(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The pairs ``(left, right)`` iteration ``k`` builds from ``n`` nodes: all of them at
+    ``k = 1``, then those with the newest node."""
+    if k == 1:
+        return (tuple(i for i in range(n) for _ in range(i + 1, n)),
+                tuple(j for i in range(n) for j in range(i + 1, n)))
+    return tuple(range(n - 1)), (n - 1,) * (n - 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _keyid(plan: _Plan, n_r: int, M: int, left: tuple[int, ...], right: tuple[int, ...],
+           device) -> Tensor:
+    """``(size,)`` the :func:`~cellgraph.algorithm2.candidate_key` of each candidate of a
+    block, as one int64 in Algorithm 2's order ``(r, o, u, i, j)`` (cached: the same for
+    every time step; read only)."""
+    n_o, n_u = len(plan.ops), len(plan.act_pos)
+    u = torch.tensor(plan.act_pos, device=device).view(-1, 1, 1, 1)
+    o = torch.arange(n_o, device=device).view(1, -1, 1, 1)
+    r = torch.arange(n_r, device=device).view(1, 1, -1, 1)
+    i = torch.tensor(left, device=device).view(1, 1, 1, -1)
+    j = torch.tensor(right, device=device).view(1, 1, 1, -1)
+    return ((((r * n_o + o) * n_u + u) * M + i) * M + j).reshape(-1)
+
+
+class _Projections:
+    """Per-node ``L_r c``, ``R_r c`` ``(B, n_r, p)`` (and ``W1 L_r c``, ``W1 R_r c``
+    ``(B, n_r, H)`` with the shortcut), one matmul per batch of new nodes."""
+
+    def __init__(self, params: SearchParams) -> None:
+        n_r, p, H = len(params.space.tuples), params.bias.shape[-1], params.W1T.shape[1]
+        self.weight, self.n_r = params.proj_weight, n_r
+        self.names = ("L", "R", "GL", "GR") if params.plan.shortcut else ("L", "R")
+        self.sizes = [n_r * p, n_r * p, n_r * H, n_r * H][:len(self.names)]
+        self.parts: dict[str, list[Tensor]] = {name: [] for name in self.names}
+
+    def add(self, nodes: Tensor) -> None:
+        """Project ``nodes (B, m, p)``."""
+        B = nodes.shape[0]
+        for name, part in zip(self.names, (nodes @ self.weight).split(self.sizes, -1)):
+            self.parts[name].extend(part.view(B, -1, self.n_r, part.shape[-1] // self.n_r).unbind(1))
+
+    def gather(self, name: str, idx: tuple[int, ...]) -> Tensor | None:
+        """``(B, n_r, P, .)`` the projections of nodes ``idx`` (P = 1 when all are one node)."""
+        if name not in self.parts:
+            return None
+        part = self.parts[name]
+        if len(set(idx)) == 1:
+            return part[idx[0]].unsqueeze(2)
+        return torch.stack([part[i] for i in idx], 2)
+
+
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
-           state: str = "h") -> SearchTrace:
+           state: str = "h", compile: bool = False) -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch.
 
     Args:
@@ -280,6 +472,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         mode: ``hard``, ``soft`` or ``straight-through``.
         tau: softmax temperature of the soft modes.
         state: the name of the state the run makes.
+        compile: build and score the candidates with ``torch.compile`` (falls back to eager
+            execution, with one warning, where compilation fails).
 
     Returns:
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
@@ -296,69 +490,15 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         )
     if n_leaves < 2:
         raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
-    dtype, device = leaves.dtype, leaves.device
+    device = leaves.device
     N, n_r, n_o, n_u = space.n_iterations, len(space.tuples), len(space.ops), len(space.activations)
-    H = params.W1.shape[0]
     M = n_leaves + N
-    g, g_sum, rel = _key_weights(p, device)
-    a = torch.tensor(plan.affine_a, dtype=dtype, device=device).view(-1, 1, 1, 1, 1, 1)
-    c = torch.tensor(plan.affine_c, dtype=dtype, device=device).view(-1, 1, 1, 1, 1, 1)
-    affine_bias = c * params.W1_ones + params.b1  # (n_a, 1, 1, 1, 1, H)
-    n_nonlinear = plan.n_nonlinear
-    act_pos = torch.tensor(plan.act_pos, device=device)
-    bias = params.bias[:, None, None, :]
+    g, g_sum, rel = _key_weights(p, leaves.dtype, device)
     soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
-    W1T = params.W1.T
 
-    # per-node projections: L_r c, R_r c (B, n_r, p) and W1 L_r c, W1 R_r c (B, n_r, H)
-    proj: dict[str, list[Tensor]] = {"L": [], "R": [], "GL": [], "GR": []}
-    sizes = {"L": n_r * p, "R": n_r * p}
-    if plan.shortcut:
-        sizes.update(GL=n_r * H, GR=n_r * H)
-
-    def project(nodes: Tensor) -> None:  # nodes (B, m, p)
-        parts = (nodes @ params.proj_weight).split(list(sizes.values()), -1)
-        for name, part in zip(sizes, parts):
-            proj[name].extend(part[:, m].reshape(B, n_r, -1) for m in range(nodes.shape[1]))
-
-    def gather(name: str, idx: list[int]) -> Tensor:  # (B, n_r, P, .)
-        if len(set(idx)) == 1:
-            return proj[name][idx[0]].unsqueeze(2)
-        return torch.stack([proj[name][i] for i in idx], 2)
-
-    def score(h1: Tensor) -> Tensor:
-        return torch.sigmoid(h1) @ params.w2 + params.b2
-
-    def build(left: list[int], right: list[int]) -> tuple[_Block, Tensor, Tensor, Tensor]:
-        Lc, Rc = gather("L", left), gather("R", right)
-        z = torch.stack([o(Lc, Rc) for o in plan.ops], 2) + bias  # (B, n_r, n_o, P, p)
-        V = torch.stack([u(z) for u in plan.activations], 0)  # (n_u, B, n_r, n_o, P, p)
-        scores = []
-        if n_nonlinear:
-            h1 = torch.addmm(params.b1, V[:n_nonlinear].view(-1, p), W1T)
-            scores.append(score(h1).view(n_nonlinear, *z.shape[:-1]))
-        if n_nonlinear < n_u:
-            Wz = torch.stack([
-                gather("GL", left) + gather("GR", right) + params.W1_bias[:, None]
-                if plan.additive[o_pos] else z[:, :, o_pos] @ W1T
-                for o_pos in range(n_o)
-            ], 2)  # (B, n_r, n_o, P, H) = W1 z
-            scores.append(score(Wz * a + affine_bias))
-        scores = torch.cat(scores, 0).transpose(0, 1).reshape(B, -1)
-        with torch.no_grad():
-            V64 = V.double()
-            keys = (V64 @ g).transpose(0, 1).reshape(B, -1)
-            mags = (V64.abs() @ g).transpose(0, 1).reshape(B, -1)
-        u_i = act_pos.view(-1, 1, 1, 1)
-        r_i = torch.arange(n_r, device=device).view(1, -1, 1, 1)
-        o_i = torch.arange(n_o, device=device).view(1, 1, -1, 1)
-        i_t = torch.tensor(left, device=device).view(1, 1, 1, -1)
-        j_t = torch.tensor(right, device=device).view(1, 1, 1, -1)
-        keyid = ((((r_i * n_o + o_i) * n_u + u_i) * M + i_t) * M + j_t).reshape(-1)
-        return _Block(V, scores), keys, mags, keyid
-
-    project(leaves)
-    nodes = [leaves[:, m] for m in range(n_leaves)]
+    proj = _Projections(params)
+    proj.add(leaves)
+    nodes = list(leaves.unbind(1))
     node_keys: list[Tensor] = []
     node_mags: list[Tensor] = []
     cands = _Candidates()
@@ -366,20 +506,22 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     chosen_keys, best_scores, second_scores = [], [], []
     big = torch.iinfo(torch.int64).max
     for k in range(1, N + 1):
-        n = len(nodes)
-        if k == 1:
-            left = [i for i in range(n) for _ in range(i + 1, n)]
-            right = [j for i in range(n) for j in range(i + 1, n)]
-        else:
-            left, right = list(range(n - 1)), [n - 1] * (n - 1)
-        cands.add(*build(left, right))
-        if node_keys:  # the new block against P_{k-1}
-            with torch.no_grad():
+        left, right = _pairs(len(nodes), k)
+        block = _Block(params, *_run_block(
+            compile, params, proj.gather("L", left), proj.gather("R", right),
+            proj.gather("GL", left), proj.gather("GR", right),
+        ))
+        with torch.no_grad():
+            keys = block.keys(g, g_sum)
+        cands.add(block, *keys, _keyid(plan, n_r, M, left, right, device))
+        with torch.no_grad():
+            if node_keys:  # the new block against P_{k-1}
                 last = len(cands.blocks) - 1
+                made = lambda b, m: torch.stack(nodes[n_leaves:], 1).detach()[b, m]  # noqa: E731
                 cands.exclude(_matches(
-                    cands, torch.stack(nodes[n_leaves:], 1).detach(), torch.stack(node_keys, 1),
-                    torch.stack(node_mags, 1), g_sum, rel, first=last,
-                ), first=last)
+                    cands, made, torch.stack(node_keys, 1), torch.stack(node_mags, 1), g_sum, rel,
+                    first=last,
+                ).any(-1), first=last)
         s = cands.scores.detach()
         eligible = ~cands.excluded
         best = s.masked_fill(~eligible, -torch.inf).max(1).values
@@ -393,34 +535,28 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         choice = torch.where(tied, cands.keyid, big).argmin(1)
         chosen_keys.append(cands.keyid[choice])
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
-        hard = cands.vectors(rows, choice)
-        with torch.no_grad():
-            hard_d = hard.detach()
-            hard64 = hard_d.double()
-            same = _matches(cands, hard_d[:, None], (hard64 @ g)[:, None],
-                            (hard64.abs() @ g)[:, None], g_sum, rel, known=choice)
-        second_val, second_idx = s.masked_fill(~eligible | same, -torch.inf).max(1)
-        second_scores.append(torch.where(
-            torch.isneginf(second_val), second_val, cands.scores.gather(1, second_idx[:, None])[:, 0],
-        ))
+        hard = None if mode == "soft" else cands.vectors(rows, choice)
         if soft:
             mixed = cands.softmax_mix(tau)
             node = mixed if mode == "soft" else hard + (mixed - mixed.detach())
         else:
             node = hard
         nodes.append(node)
+        with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
+            soft_node = node.detach() if mode == "soft" and k < N else None
+            ref_key, ref_mag = _chosen_keys(cands, choice, soft_node, g)
+            same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
+                            ref_key, ref_mag, g_sum, rel, known=choice)
+        second_val, second_idx = s.masked_fill(~eligible | same[:, :, 0], -torch.inf).max(1)
+        second_scores.append(torch.where(
+            torch.isneginf(second_val), second_val, cands.scores.gather(1, second_idx[:, None])[:, 0],
+        ))
         if k == N:
             break
-        with torch.no_grad():
-            node_d = node.detach()
-            node64 = node_d.double()
-            key, mag = node64 @ g, node64.abs() @ g
-            node_keys.append(key)
-            node_mags.append(mag)
-            if mode == "soft":
-                same = _matches(cands, node_d[:, None], key[:, None], mag[:, None], g_sum, rel)
-            cands.exclude(same)
-        project(node[:, None])
+        node_keys.append(ref_key[:, -1])
+        node_mags.append(ref_mag[:, -1])
+        cands.exclude(same[:, :, -1])
+        proj.add(node[:, None])
 
     key = torch.stack(chosen_keys, 1)
     j, i = key % M, (key // M) % M
