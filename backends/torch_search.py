@@ -46,6 +46,7 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+from torch._functorch import config as functorch_config
 
 from cellgraph.algorithm2 import EXCLUSION_TOL, TIE_RTOL
 from cellgraph.backends import torch_ops
@@ -217,7 +218,7 @@ def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor]:
     fn = _compiled_block() if compile else None
     if fn is not None:
         try:
-            with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+            with functorch_config.patch(force_non_lazy_backward_lowering=True):
                 return fn(*args)
         except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
             _compile_failed(err)

@@ -50,7 +50,7 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
     if config.model == "rrnn":
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
-                    states=states, batch_norm=config.batch_norm)
+                    states=states, batch_norm=config.batch_norm, compile=config.compile)
     if config.model == "rrnn-gru":
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
                        mode=config.mode, tau=config.tau)

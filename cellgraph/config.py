@@ -57,6 +57,7 @@ class TrainConfig:
     mode: str = "soft"
     tau: float = 1.0
     batch_norm: bool = False
+    compile: bool = False  # RRNN: torch.compile the search's candidate block (eager where that fails)
     alternate_every: int = 0  # RRNN-GRU: switch tuples <-> scoring every k epochs (0 = never)
     lambda1: float = 1.0
     lambda2: float = 1e-3

@@ -1,0 +1,68 @@
+"""``torch.compile`` of the search's candidate block: a failure (at ``torch.compile`` or at the
+first compiled call) warns once and gives exactly the eager results; compiled and eager agree."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from cellgraph.backends import torch_search
+from cellgraph.backends.torch_rrnn import RRNN
+from cellgraph.backends.torch_task import _core
+from cellgraph.config import resolve_config
+
+
+def _run(mode: str, compile: bool, dtype=torch.float64):
+    """Output, scores, chosen tuples and all gradients of a tiny RRNN (fixed seed)."""
+    torch.manual_seed(0)
+    model = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile).to(dtype)
+    x = torch.randn(3, 2, 5, dtype=dtype, requires_grad=True)
+    output, _, traces = model(x)
+    scores = torch.stack([t[0].best_score for t in traces])
+    (output.square().sum() + scores.sum()).backward()
+    return [output.detach(), scores.detach(), torch.stack([t[0].tuple_pos for t in traces]), x.grad] + [
+        p.grad for p in model.parameters()]
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("no compiler here")
+
+
+@pytest.mark.parametrize("broken", ["torch.compile", "compiled call"])
+def test_compile_failure_warns_once_and_runs_eagerly(monkeypatch, broken):
+    monkeypatch.setattr(torch_search, "_compiled", {})
+    monkeypatch.setattr(torch, "compile", _fail if broken == "torch.compile" else lambda fn, **kw: _fail)
+    eager = {mode: _run(mode, False) for mode in ("hard", "soft")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fallen = {mode: _run(mode, True) for mode in ("hard", "soft")}
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "no compiler here" in messages[0] and "running eagerly" in messages[0]
+    for mode in eager:
+        for a, b in zip(eager[mode], fallen[mode]):
+            assert a is not None and torch.equal(a, b)
+
+
+def test_the_config_key_reaches_the_search():
+    config = resolve_config(overrides={"model": "rrnn", "compile": "true"})
+    assert config.compile is True
+    assert _core(config, ("h",)).cell.compile_search is True
+    assert _core(resolve_config(), ("h",)).cell.compile_search is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_compiled_and_eager_agree(monkeypatch, mode):
+    """Real compilation (tens of seconds on a 2-core machine): same trees, values and
+    gradients within float32 rounding."""
+    monkeypatch.setattr(torch_search, "_compiled", {})
+    eager = _run(mode, False, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
+        compiled = _run(mode, True, torch.float32)
+    assert torch.equal(eager[2], compiled[2])
+    for a, b in zip(eager, compiled):
+        if a is not None:
+            torch.testing.assert_close(a.float(), b.float(), rtol=1e-4, atol=1e-5)
