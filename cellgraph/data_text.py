@@ -312,7 +312,7 @@ def load_sst(
     seed: int = 0,
     lowercase: bool = True,
 ) -> Dataset:
-    """SST, 3 classes: all train sentences (or a random ``n_train``), ``n_val`` from
+    """SST, 3 classes: all train sentences in random order (or a random ``n_train``), ``n_val`` from
     ``dev.txt`` and ``n_test`` from ``test.txt`` at random, left-padded to ``seq_len``."""
     base = data_subdir(data_dir, "sst")
     paths = {k: _require(base / f, "sst", "the SST trees train.txt, dev.txt, test.txt")
@@ -323,8 +323,10 @@ def load_sst(
         for k, p in paths.items()
     }
     rng = np.random.default_rng(seed)
-    if n_train is not None:
-        pools["train"] = _draw(pools["train"], n_train, rng, f"sst train ({paths['train']})")
+    # Always drawn, so the train split is in random order: train.txt is sorted by label, and
+    # the trainer's max_train keeps the first sequences.
+    n_train = len(pools["train"]) if n_train is None else n_train
+    pools["train"] = _draw(pools["train"], n_train, rng, f"sst train ({paths['train']})")
     counts = Counter(t for _, _, tokens in pools["train"] for t in tokens)
     vocab = ("<pad>", "<unk>", *sorted(counts, key=lambda w: (-counts[w], w)))
     ids = {w: i for i, w in enumerate(vocab)}

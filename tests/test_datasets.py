@@ -140,10 +140,10 @@ def test_sst_loader_on_tiny_files(tmp_path):
     (base / "test.txt").write_text("(1 (2 a) (4 GOOD))\n(4 (2 good) (2 ok))\n")
     d = load_sst(tmp_path, n_val=2, n_test=1, seed=3)
     assert d.vocab[:2] == ("<pad>", "<unk>") and ")" in d.vocab and "a" in d.vocab
-    assert d.train.inputs.tolist() == [[d.vocab.index("a"), d.vocab.index("good")],
-                                       [d.vocab.index("bad"), d.vocab.index(")")],
-                                       [0, d.vocab.index("ok")]]
-    assert d.train.targets.tolist() == [2, 0, 1]
+    by_line = dict(zip(d.train.origin.tolist(), zip(d.train.inputs.tolist(), d.train.targets.tolist())))
+    assert by_line == {0: ([d.vocab.index("a"), d.vocab.index("good")], 2),
+                       1: ([d.vocab.index("bad"), d.vocab.index(")")], 0),
+                       2: ([0, d.vocab.index("ok")], 1)}
     # "a good" is in train: dropped from dev (and from test, where "a GOOD" lower-cases to it)
     assert d.info["val_dropped_as_seen"] == 1 and d.info["test_dropped_as_seen"] == 1
     assert sorted(d.val.origin.tolist()) == [1, 2] and d.test.origin.tolist() == [1]
@@ -263,8 +263,11 @@ def test_sst_real(sst):
     assert len(set(sst.val.origin)) == 1_000 and sst.val.origin.max() < 1_101
     rows = {k: {r.tobytes() for r in s.inputs} for k, s in sst.splits.items()}
     assert not rows["train"] & rows["val"] and not rows["train"] & rows["test"] and not rows["val"] & rows["test"]
-    first = [sst.vocab[k] for k in sst.train.inputs[0] if k]
+    first = [sst.vocab[k] for k in sst.train.inputs[sst.train.origin.tolist().index(0)] if k]
     assert first[:4] == ["the", "rock", "is", "destined"]
+    # train.txt is sorted by label; the split is shuffled, so a head (max_train) is balanced
+    assert sorted(sst.train.origin.tolist()) == list(range(8_544)) and sst.train.origin[0] != 0
+    assert np.bincount(sst.train.targets[:2000], minlength=3).min() > 250
     again = load_dataset("sst", DATA)
     assert (again.test.inputs == sst.test.inputs).all()
     assert not (load_dataset("sst", DATA, seed=1).test.origin == sst.test.origin).all()
