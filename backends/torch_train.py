@@ -14,6 +14,12 @@ always train), early stopping on the validation metric, and a run folder
 :mod:`cellgraph.runlog`), ``structures/epoch_EEE.json``, ``checkpoints/{best,last}.pt``,
 ``final.json``.
 
+Several processes (``torchrun``, :mod:`cellgraph.backends.torch_distributed`): each rank trains
+its share of every global batch of ``batch_size`` samples through DistributedDataParallel, the
+decisions (skip a step, stop early) are taken jointly, the epoch's train metrics and N_e
+choices are combined over the ranks, validation is split over them, and rank 0 alone writes
+the run folder and computes ``final.json``.
+
 Faults. The data order of epoch ``e`` is a pure function of ``(seed, e)`` and ``last.pt``
 holds the model, the optimizer, the RNG states, the early-stopping state and the previous
 epoch's tuple choices, so ``train(..., resume=True)`` after a kill continues from the last
@@ -34,16 +40,17 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
-from cellgraph.backends.torch_loss import RRNNLoss, td_loss
+from cellgraph.backends.torch_distributed import Distributed, share
+from cellgraph.backends.torch_loss import LossTerms, RRNNLoss, td_loss
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
 from cellgraph.config import TrainConfig, load_run_config
@@ -68,24 +75,6 @@ PROGRESS_ENV = "CELLGRAPH_NO_PROGRESS"
 
 class TrainingStopped(CellGraphError):
     """The run stopped on ``max_bad_steps`` non-finite losses in a row."""
-
-
-@dataclass(frozen=True)
-class Distributed:
-    """Which share of the work this process does. One process today; a
-    DistributedDataParallel run sets ``rank``/``world_size`` and changes nothing else."""
-
-    rank: int = 0
-    world_size: int = 1
-
-    def shard(self, order: np.ndarray) -> np.ndarray:
-        """This rank's part of an epoch's sample order."""
-        return order[self.rank::self.world_size]
-
-    @property
-    def writes(self) -> bool:
-        """Whether this rank writes the run folder."""
-        return self.rank == 0
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -160,24 +149,44 @@ def _loss(config: TrainConfig) -> RRNNLoss:
                     config.lambda3 if structured else 0.0, config.lambda4, config.margin, config.iso)
 
 
-def _batches(split: Split, order: np.ndarray, size: int):
+def _chunks(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    return (order[at:at + size] for at in range(0, len(order), size))
+
+
+def _batches(split: Split, parts: Iterable[np.ndarray]):
+    """``(sample indices, tokens, targets)`` of each part (an array of sample indices)."""
     inputs, targets = torch.from_numpy(split.inputs), torch.from_numpy(split.targets)
-    for at in range(0, len(order), size):
-        index = torch.from_numpy(order[at:at + size])
+    for part in parts:
+        index = torch.from_numpy(part)
         yield index, inputs[index], targets[index]
 
 
+def _shares(order: np.ndarray, size: int, dist: Distributed) -> Iterator[tuple[np.ndarray, float]]:
+    """This rank's part ``batch[rank::world_size]`` of each global batch of ``order`` and its
+    loss factor (:func:`~cellgraph.backends.torch_distributed.share`). A rank left without a
+    sample (a short last batch) computes the batch's first sample with factor 0, so that its
+    DistributedDataParallel step stays in step with the others and adds nothing."""
+    for batch in _chunks(order, size):
+        mine = dist.shard(batch)
+        yield (mine, share(len(mine), len(batch), dist.world_size)) if len(mine) else (batch[:1], 0.0)
+
+
 @torch.no_grad()
-def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig) -> dict[str, float]:
-    """``{metric, nats, accuracy}`` of ``model`` on a split, searching in ``eval_mode``."""
+def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig,
+             dist: Distributed = Distributed()) -> dict[str, float]:
+    """``{metric, nats, accuracy}`` of ``model`` on a split, searching in ``eval_mode``. With
+    several processes each rank evaluates ``samples[rank::world_size]`` and the sums are
+    combined, so every rank gets the same numbers."""
     data = dataset.splits[split]
     model.eval()
     nats = correct = n = 0
     with model.choice_mode(config.eval_mode):
-        for _, tokens, targets in _batches(data, np.arange(len(data)), config.eval_batch_size):
+        parts = _chunks(dist.shard(np.arange(len(data))), config.eval_batch_size)
+        for _, tokens, targets in _batches(data, parts):
             logits, _ = model(tokens)
             loss, count, right = task_loss(logits, targets)
             nats, correct, n = nats + float(loss) * count, correct + right, n + count
+    nats, correct, n = dist.sum([nats, correct, n])
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
 
@@ -211,7 +220,8 @@ def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
     """``(sample indices, traces)`` per evaluation batch of the first ``n`` samples of ``split``."""
     model.eval()
     with model.choice_mode(config.eval_mode):
-        for index, tokens, _ in _batches(split, np.arange(min(n, len(split))), config.eval_batch_size):
+        parts = _chunks(np.arange(min(n, len(split))), config.eval_batch_size)
+        for index, tokens, _ in _batches(split, parts):
             _, traces = model(tokens)
             yield index, traces
 
@@ -321,11 +331,44 @@ def _set_phase(model: TaskModel, phase: str) -> None:
         p.requires_grad_(phase == "scoring")
 
 
-def _progress(total: int, desc: str):
+def _progress(total: int, desc: str, show: bool):
     from tqdm import tqdm
 
-    quiet = os.environ.get(PROGRESS_ENV) == "1" or not sys.stderr.isatty()
+    quiet = not show or os.environ.get(PROGRESS_ENV) == "1" or not sys.stderr.isatty()
     return tqdm(total=total, desc=desc, disable=quiet, leave=False, dynamic_ncols=True)
+
+
+@dataclass
+class _Step:
+    """What one training step computed on this rank: ``loss`` is Eq. 5 times the rank's
+    factor (:func:`_shares`), the rest is unscaled."""
+
+    loss: Tensor
+    terms: LossTerms
+    ce: float
+    count: int
+    right: int
+    choices: Tensor | None
+
+
+class _Objective(nn.Module):
+    """Eq. 5 of one batch as one module, so that DistributedDataParallel sees inside
+    ``forward`` every use of a parameter (the L2 term's too) and returns nothing else that
+    depends on them. Call: ``(tokens, targets, factor) -> _Step``."""
+
+    def __init__(self, model: TaskModel, loss_fn: RRNNLoss, targets) -> None:
+        super().__init__()
+        self.model, self.loss_fn, self.targets = model, loss_fn, targets
+
+    def forward(self, tokens: Tensor, gold: Tensor, factor: float) -> _Step:
+        model, targets = self.model, self.targets
+        logits, traces = model(tokens)
+        ce, count, right = task_loss(logits, gold)
+        vectors = targets(model, tokens, traces) if targets is not None else None
+        terms = self.loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (),
+                             list(model.parameters()))
+        choices = model.choices(traces) if model.model_name == "rrnn-gru" else None
+        return _Step(terms.total * factor, terms, float(ce.detach()), count, right, choices)
 
 
 def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
@@ -335,7 +378,10 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     phase = _phase(config, epoch)
     _set_phase(model, phase)
     model.train()
-    order = dist.shard(epoch_order(config.seed, epoch, len(dataset.train)))
+    # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
+    objective = dist.wrap(_Objective(model, loss_fn, targets), find_unused=not loss_fn.lambda4)
+    order = epoch_order(config.seed, epoch, len(dataset.train))
+    parts, factors = zip(*_shares(order, config.batch_size, dist))
     params = list(model.parameters())
     clip = config.clip if config.clip > 0 else math.inf
     sums = {"task": 0.0, "td": 0.0, "margin": 0.0, "l2": 0.0, "total": 0.0}
@@ -344,23 +390,22 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     if model.model_name == "rrnn-gru":
         shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.trainable_nodes))
         choices = torch.full(shape, -1, dtype=torch.int16)
-    bar = _progress(math.ceil(len(order) / config.batch_size), f"epoch {epoch}")
-    for step, (index, tokens, gold) in enumerate(_batches(dataset.train, order, config.batch_size), 1):
-        logits, traces = model(tokens)
-        ce, count, right = task_loss(logits, gold)
-        vectors = targets(model, tokens, traces) if targets is not None else None
-        terms = loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (), params)
-        if choices is not None:
-            choices[index] = model.choices(traces).to(choices.dtype)
+    bar = _progress(len(parts), f"epoch {epoch}", dist.writes)
+    for step, ((index, tokens, gold), factor) in enumerate(zip(_batches(dataset.train, parts), factors), 1):
+        out = objective(tokens, gold, factor)
+        if choices is not None and factor:
+            choices[index] = out.choices.to(choices.dtype)
         optimizer.zero_grad(set_to_none=True)
-        finite = bool(torch.isfinite(terms.total))
+        finite = dist.all(bool(torch.isfinite(out.loss)))  # jointly: every rank or none runs backward
         if finite:
-            terms.total.backward()
+            out.loss.backward()
             finite = bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip)))
         bar.update()
         if not finite:
             skipped, bad_in_row = skipped + 1, bad_in_row + 1
-            log(f"epoch {epoch}, step {step}: non-finite loss or gradient ({float(terms.total.detach())}); "
+            value = float(out.terms.total.detach())
+            where = f" on rank 0 of {dist.world_size}" if dist.active else ""
+            log(f"epoch {epoch}, step {step}: non-finite loss or gradient ({value}{where}); "
                 f"step skipped ({bad_in_row} in a row)")
             if bad_in_row >= config.max_bad_steps:
                 bar.close()
@@ -371,13 +416,18 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
             continue
         optimizer.step()
         good, bad_in_row = good + 1, 0
-        nats, correct, n = nats + float(ce.detach()) * count, correct + right, n + count
+        if not factor:  # a stand-in sample (_shares)
+            continue
+        nats, correct, n = nats + out.ce * out.count, correct + out.right, n + out.count
         for key in sums:
-            value = float(terms.total.detach()) if key == "total" else getattr(terms, key)
-            sums[key] += value or 0.0
+            value = float(out.terms.total.detach()) if key == "total" else getattr(out.terms, key)
+            sums[key] += factor * (value or 0.0)
         bar.set_postfix(loss=f"{sums['total'] / good:.4f}",
                         **{dataset.metric: f"{_metric(dataset, nats / n, correct, n):.4f}"})
     bar.close()
+    # over the ranks: the factors make sum / world_size each global batch's mean (share())
+    nats, correct, n, *totals = dist.sum([nats, correct, n, *sums.values()])
+    sums = {key: total / dist.world_size for key, total in zip(sums, totals)}
     record: dict[str, Any] = {
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
         "phase": phase, "bad_steps": skipped,
@@ -387,6 +437,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         record[f"loss_{key}"] = sums[key] / good if good and lambdas[key] else None
     record["loss_total"] = sums["total"] / good if good else None
     if choices is not None:
+        choices = dist.max(choices)  # each rank filled its own samples' rows, -1 elsewhere
         record["n_e"] = None if state.choices is None else int((choices != state.choices).sum())
         state.choices = choices
     state.bad_steps += skipped
@@ -432,10 +483,18 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     (or its previous version if that is damaged) with ``config`` (``cellgraph train
     --resume`` passes the run's own ``config.json``; a larger ``epochs`` extends the run).
     ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
-    epoch this process trains and whether it writes the run folder."""
-    run = RunDir.create(out_dir, resume=resume)
-    if dist.writes and not (resume and run.file("config.json").exists()):
-        run.write_config(config.to_dict(), argv)
+    global batch this process trains and whether it writes the run folder and final.json
+    (rank 0, which logs; the other ranks return ``{}``)."""
+    if config.batch_size < dist.world_size:
+        raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
+                             "processes: every global batch needs a sample for each process")
+    if dist.writes:
+        run = RunDir.create(out_dir, resume=resume)
+        if not (resume and run.file("config.json").exists()):
+            run.write_config(config.to_dict(), argv, dist.world_size)
+    else:
+        run, log = RunDir(out_dir), _quiet
+    dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     _seed(config.seed)
@@ -455,14 +514,16 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
         start = time.perf_counter()
         record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log)
-        record[f"val_{metric}"] = evaluate(model, dataset, "val", config)[metric]
+        dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
+        record[f"val_{metric}"] = evaluate(model, dataset, "val", config, dist)[metric]
         state.epoch += 1
         improved = _better(config.task, record[f"val_{metric}"], state.best)
         if improved:
             state.best, state.best_epoch, state.bad_epochs = record[f"val_{metric}"], state.epoch, 0
         else:
             state.bad_epochs += 1
-        structures = structure_log(model, dataset, config, state.epoch) if model.structured else None
+        logs_structures = model.structured and dist.writes
+        structures = structure_log(model, dataset, config, state.epoch) if logs_structures else None
         record["time_s"] = time.perf_counter() - start
         if structures is not None:
             record["target_share"] = structures["target_share"]
@@ -474,11 +535,15 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
             if improved:
                 save_checkpoint(run.checkpoints / "best.pt", {"model": model.state_dict(), "epoch": state.epoch})
             save_checkpoint(last, _checkpoint(model, optimizer, state))
-    return _finish(run, model, dataset, config, state, targets, dist, log)
+    return _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
+
+
+def _quiet(_: str) -> None:
+    """The log of the ranks other than 0."""
 
 
 def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
-            targets, dist: Distributed, log: Log) -> dict[str, Any]:
+            targets, world_size: int, log: Log) -> dict[str, Any]:
     best = load_latest(run.checkpoints / "best.pt", log)
     model.load_state_dict(best["model"])
     metric = dataset.metric
@@ -489,7 +554,7 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         "best_epoch": best["epoch"], "epochs_run": state.epoch,
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
         "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
-        "target_provider": None if targets is None else targets.name,
+        "target_provider": None if targets is None else targets.name, "world_size": world_size,
     }
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source
@@ -497,8 +562,7 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         final["recovery"] = structure_recovery(model, dataset, config)
     log(f"best epoch {final['best_epoch']}: val {metric} {final[f'val_{metric}']:.4f}, "
         f"test {metric} {final[f'test_{metric}']:.4f}")
-    if dist.writes:
-        run.write_final(final)
+    run.write_final(final)
     return final
 
 

@@ -108,13 +108,16 @@ class RunDir:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
-    def write_config(self, config: dict[str, Any], argv: list[str] | None = None) -> None:
+    def write_config(self, config: dict[str, Any], argv: list[str] | None = None, world_size: int = 1) -> None:
+        """``config.json`` and ``env.json`` (seed, command line, number of training processes,
+        package versions, machine)."""
         write_json(self.file("config.json"), config)
         write_json(
             self.file("env.json"),
             {
                 "seed": config.get("seed"),
                 "argv": list(sys.argv if argv is None else argv),
+                "world_size": world_size,
                 "versions": package_versions(),
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
             },

@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train into the run folder --out: config.json, env.json, metrics.jsonl, "
         "structures/epoch_EEE.json (searched cells), checkpoints/{best,last}.pt, final.json. "
         "Settings are resolved as defaults <- --preset <- --config <- the flags below <- --set. "
-        "--resume RUN_DIR continues a run from its last good checkpoint with its own settings.",
+        "--resume RUN_DIR continues a run from its last good checkpoint with its own settings. "
+        "Under torchrun (torchrun --standalone --nproc_per_node N -m cellgraph train ...) the run "
+        "is data-parallel over the processes, with the same global batches.",
         epilog="examples: cellgraph train --task planted --model rrnn-gru --set epochs=5 --out runs/p1; "
         "cellgraph train --preset paper-wiki10k-gru --data ../shared/data --out runs/gru; "
         "cellgraph train --resume runs/p1",
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         overrides = {key: getattr(args, flag) for flag, key in _FLAG_KEYS.items() if getattr(args, flag)}
         overrides.update(parse_set(args.set))
         config, out = resolve_config(args.preset, args.config, overrides), args.out
+    from cellgraph.backends.torch_distributed import launched
     from cellgraph.backends.torch_train import train
 
-    train(config, out, resume=bool(args.resume), argv=sys.argv)
+    with launched() as dist:  # several processes under torchrun, else one
+        train(config, out, resume=bool(args.resume), argv=sys.argv, dist=dist)
     return 0
