@@ -583,13 +583,17 @@ def _load_run(run_dir: str | Path, checkpoint: str = "best") -> tuple[TrainConfi
     return config, dataset, model, state["epoch"]
 
 
-def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best") -> dict[str, Any]:
-    """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``)."""
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
+                 mode: str | None = None) -> dict[str, Any]:
+    """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``),
+    its cells searched in ``mode`` (default: the run's ``eval_mode``; SPEC §3: hard)."""
     if split not in ("val", "test"):
         raise CellGraphError(f"unknown split {split!r} (val or test)")
     config, dataset, model, epoch = _load_run(run_dir, checkpoint)
+    config = config if mode is None else config.replace(eval_mode=mode)
     result = evaluate(model, dataset, split, config)
-    return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "metric": dataset.metric,
+    return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "mode": config.eval_mode,
+            "metric": dataset.metric,
             f"{split}_{dataset.metric}": result[dataset.metric], "nats": result["nats"],
             "accuracy": result["accuracy"], "n": len(dataset.splits[split])}
 

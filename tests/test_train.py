@@ -141,6 +141,19 @@ def test_eval_reproduces_the_final_test_metric(runs, model, capsys):
     assert last["epoch"] == 2
 
 
+def test_eval_in_another_search_mode(runs, capsys):
+    """--mode soft searches the run's cells softly: a new number, in its own file; the default
+    mode (hard) is untouched."""
+    path, final = runs["rrnn"]
+    assert main(["eval", str(path), "--split", "val", "--mode", "soft"]) == 0
+    soft = json.loads((path / "eval_val_soft.json").read_text())
+    assert soft["mode"] == "soft" and soft["val_accuracy"] == evaluate_run(path, "val", mode="soft")["val_accuracy"]
+    assert "soft search" in capsys.readouterr().out
+    hard = evaluate_run(path, "val")
+    assert hard["mode"] == "hard" and hard["val_accuracy"] == final["val_accuracy"]
+    assert soft["nats"] != hard["nats"]
+
+
 @pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "dot", "svg"])
 def test_export_every_format(runs, tmp_path, fmt):
     path, _ = runs["rrnn"]

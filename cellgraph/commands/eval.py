@@ -6,6 +6,8 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from cellgraph.config import MODES
+
     p = sub.add_parser(
         "eval",
         help="evaluate a run's checkpoint on the validation or test split",
@@ -16,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN_DIR")
     p.add_argument("--split", choices=("val", "test"), default="test")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="search mode of the cells (default: the run's eval_mode, hard unless set); "
+                   "the result goes to eval_<split>_<mode>.json")
     p.set_defaults(func=run)
 
 
@@ -27,9 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.runs import write_json
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
-    result = evaluate_run(args.run, args.split, args.checkpoint)
+    result = evaluate_run(args.run, args.split, args.checkpoint, args.mode)
     key = f"{args.split}_{result['metric']}"
-    write_json(Path(args.run) / f"eval_{args.split}.json", result)
+    name = f"eval_{args.split}.json" if args.mode is None else f"eval_{args.split}_{args.mode}.json"
+    write_json(Path(args.run) / name, result)
     print(f"{key} {result[key]:.6f} ({args.checkpoint} checkpoint, epoch {result['epoch']}, "
-          f"{result['n']} sequences)")
+          f"{result['mode']} search, {result['n']} sequences)")
     return 0
