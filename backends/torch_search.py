@@ -25,9 +25,9 @@ Work saved, results unchanged:
   activation), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no
   ``p x H`` product per candidate);
 * exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
-  ``g . v`` first (computed in the working dtype): a pair whose keys differ by more than a
-  rigorous bound (tolerance plus floating-point rounding) cannot be equal, and only the rare
-  remaining pairs are compared entry by entry.
+  ``g . v`` first (computed in the working dtype, held as an interval that covers the
+  tolerance and the rounding): two vectors whose intervals do not overlap cannot be equal,
+  and only the rare remaining pairs are compared entry by entry.
 
 The block function (candidates and their scores) can run through ``torch.compile``
 (``search(..., compile=True)``); where compilation fails it warns once and runs eagerly.
@@ -153,21 +153,53 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     )
 
 
-def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None
-           ) -> tuple[Tensor, Tensor | None, Tensor]:
-    """The candidates of one iteration and their scores (a pure tensor function, so that
-    ``torch.compile`` can take it).
+@dataclass(frozen=True)
+class _KeyRule:
+    """Exclusion keys: ``key(v) = g . v`` with ``g = linspace(1, 2, p)``, computed in the
+    working dtype, held as the interval ``key -+ (sum(g) EXCLUSION_TOL / 2 + rel m)`` where
+    ``m`` bounds ``g . |v|``. Two vectors within ``EXCLUSION_TOL`` (max-abs) have keys within
+    ``sum(g) EXCLUSION_TOL``, each computed with an error below ``(p + 2) eps m``, so their
+    intervals overlap: ``rel = 4 (p + 2) eps`` (the factor 4 covers the rounding of ``m``, of
+    the derived affine keys and of the interval ends)."""
+
+    g: Tensor
+    g_sum: float
+    rel: float
+
+    @staticmethod
+    def of(p: int, dtype: torch.dtype, device) -> "_KeyRule":
+        g = torch.linspace(1.0, 2.0, p, dtype=dtype, device=device)
+        return _KeyRule(g, float(g.double().sum()), 4.0 * (p + 2) * torch.finfo(dtype).eps)
+
+    def interval(self, key: Tensor, mag: Tensor) -> tuple[Tensor, Tensor]:
+        """``(lo, hi)`` of keys ``key`` with magnitude bounds ``mag``."""
+        radius = mag * self.rel + self.g_sum * EXCLUSION_TOL / 2
+        return key - radius, key + radius
+
+    def of_vectors(self, v: Tensor) -> tuple[Tensor, Tensor]:
+        """``(lo, hi)`` of the vectors ``v (..., p)``."""
+        return self.interval(v @ self.g, v.abs() @ self.g)
+
+
+def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor | None,
+           GR: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+    """The candidates of one iteration, their scores and exclusion keys (a pure tensor
+    function, so that ``torch.compile`` can take it).
 
     Args:
         w: the run's weights.
+        rule: the exclusion keys.
         Lc, Rc: ``(B, n_r, P, p)`` ``L_r c_i`` and ``R_r c_j`` of the ``P`` pairs
             (``Rc`` may broadcast over ``P``).
         GL, GR: ``W1 L_r c_i``, ``W1 R_r c_j`` ``(B, n_r, P, H)`` with the shortcut, else None.
 
     Returns:
         ``Z (B, n_o, n_r, P, p)`` the ``z``; ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
-        ``u(z)`` (None without any); ``scores (B, (n_nl + n_a) n_o n_r P)`` in the block's
-        flat order (activation, op, tuple, pair).
+        ``u(z)`` (None without any); ``scores``, ``lo``, ``hi`` ``(B, size)`` in the
+        block's flat order (activation, op, tuple, pair), ``size = (n_nl + n_a) n_o n_r P``:
+        the scores and the key intervals (not differentiable; an affine candidate
+        ``v = a z + c`` gets the key ``a (g . z) + c sum(g)`` and the magnitude bound
+        ``|a| g . |z| + |c| sum(g)``).
     """
     plan = w.plan
     zs = [o(Lc, Rc) + w.bias for o in plan.ops]
@@ -189,7 +221,17 @@ def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tenso
                 first = torch.addcmul(w.offset, Wz.unsqueeze(1), w.scale)
             per_op.append(first.sigmoid_() @ w.w2)  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
-    return Z, Vn, torch.cat(scores, 1) + w.b2
+    keys, mags, g = [], [], rule.g
+    if Vn is not None:
+        V = Vn.detach()
+        keys.append((V @ g).view(B, -1))
+        mags.append((V.abs() @ g).view(B, -1))
+    if plan.affine:
+        z, a = Z.detach(), w.scale.detach()
+        c = w.affine_c.detach().view(-1, 1, 1, 1) * rule.g_sum
+        keys.append(((z @ g).unsqueeze(1) * a + c).view(B, -1))
+        mags.append(((z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
+    return Z, Vn, torch.cat(scores, 1) + w.b2, *rule.interval(torch.cat(keys, 1), torch.cat(mags, 1))
 
 
 _compiled: dict[str, Callable] = {}
@@ -205,13 +247,18 @@ def _compiled_block() -> Callable | None:
     return _compiled.get("block")
 
 
+def compile_fell_back() -> bool:
+    """Whether ``compile=True`` runs eagerly in this process (a compilation failed)."""
+    return "block" in _compiled and _compiled["block"] is None
+
+
 def _compile_failed(err: Exception) -> None:
     _compiled["block"] = None
     warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
                   f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
 
 
-def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor]:
+def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
     """:func:`_block`, compiled where asked and possible. The backward graph is compiled with
     the forward one (not lazily at the first backward pass), so that a failure shows here
     and the call is redone eagerly."""
@@ -266,22 +313,6 @@ class _Block:
             out = out + (wa.sum(2) @ c)[:, None]
         return out
 
-    def keys(self, g: Tensor, g_sum: float) -> tuple[Tensor, Tensor]:
-        """``(B, size)`` exclusion keys ``g . v`` and magnitudes bounding ``g . |v|``.
-
-        An affine candidate ``v = a z + c`` gets ``a (g . z) + c sum(g)`` and the bound
-        ``|a| g . |z| + |c| sum(g)``."""
-        B = self.Z.shape[0]
-        keys, mags = [], []
-        if self.n_nl:
-            keys.append((self.Vn @ g).view(B, -1))
-            mags.append((self.Vn.abs() @ g).view(B, -1))
-        if self.plan.affine:
-            a, c = self.params.scale.to(g.dtype), self.params.affine_c.to(g.dtype).view(-1, 1, 1, 1) * g_sum
-            keys.append(((self.Z @ g).unsqueeze(1) * a + c).view(B, -1))
-            mags.append(((self.Z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
-        return torch.cat(keys, 1), torch.cat(mags, 1)
-
 
 class _Candidates:
     """All blocks of a cell so far, with their flat scalar data concatenated, and the
@@ -293,19 +324,19 @@ class _Candidates:
         self.starts: list[int] = []
         self.size = 0
         self.scores: Tensor | None = None  # (B, C) differentiable
-        self.keys = self.mags = self.excluded = self.keyid = None
+        self.lo = self.hi = self.excluded = self.keyid = None
         self._sums: list[tuple[Tensor, Tensor, Tensor] | None] = []
 
-    def add(self, block: _Block, keys: Tensor, mags: Tensor, keyid: Tensor) -> None:
+    def add(self, block: _Block, lo: Tensor, hi: Tensor, keyid: Tensor) -> None:
         self.blocks.append(block)
         self.starts.append(self.size)
         self._sums.append(None)
         self.size += block.size
-        excluded = torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+        excluded = torch.zeros(lo.shape, dtype=torch.bool, device=lo.device)
         cat = lambda old, new: new if old is None else torch.cat([old, new], -1)  # noqa: E731
         self.scores = cat(self.scores, block.scores)
-        self.keys = cat(self.keys, keys)
-        self.mags = cat(self.mags, mags)
+        self.lo = cat(self.lo, lo)
+        self.hi = cat(self.hi, hi)
         self.keyid = cat(self.keyid, keyid)
         self.excluded = cat(self.excluded, excluded)
 
@@ -357,50 +388,39 @@ class _Candidates:
         return (omega[:, :, None] * U).sum(1) / (omega * Z).sum(1)[:, None]
 
 
-def _key_weights(p: int, dtype: torch.dtype, device) -> tuple[Tensor, float, float]:
-    """The exclusion key ``g . v`` (computed in the working dtype) with
-    ``g = linspace(1, 2, p)``, ``sum(g)`` and the rounding factor ``rel``: two vectors within
-    ``EXCLUSION_TOL`` have keys within ``sum(g) EXCLUSION_TOL + rel (m_v + m_w)`` where ``m``
-    bounds ``g . |v|`` (dot-product error ``(p + 2) eps g . |v|``, with a factor 4 for the
-    rounding of the magnitudes and of the derived affine keys)."""
-    g = torch.linspace(1.0, 2.0, p, dtype=dtype, device=device)
-    return g, float(g.double().sum()), 4.0 * (p + 2) * torch.finfo(dtype).eps
-
-
-def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_key: Tensor,
-             ref_mag: Tensor, g_sum: float, rel: float, first: int = 0,
-             known: Tensor | None = None) -> Tensor:
+def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo: Tensor,
+             ref_hi: Tensor, first: int = 0, known: Tensor | None = None) -> Tensor:
     """``(B, C', m)`` whether each candidate (from block ``first`` on) equals reference vector
     ``m`` of its sample within ``EXCLUSION_TOL`` (max-abs).
 
-    ``ref_key``, ``ref_mag`` ``(B, m)`` are the references' keys and magnitude bounds;
-    ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs the
-    keys cannot separate. ``known (B,)`` optionally names, per sample, a candidate that *is*
+    ``ref_lo``, ``ref_hi`` ``(B, m)`` are the references' key intervals (:class:`_KeyRule`);
+    ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs whose
+    intervals overlap. ``known (B,)`` optionally names, per sample, a candidate that *is*
     reference ``0``."""
     start = cands.starts[first]
-    keys, mags = cands.keys[:, start:], cands.mags[:, start:]
-    slack = g_sum * EXCLUSION_TOL + rel * (mags[:, :, None] + ref_mag[:, None, :])
-    near = (keys[:, :, None] - ref_key[:, None, :]).abs_() <= slack
-    out = torch.zeros(near.shape, dtype=torch.bool, device=keys.device)
+    lo, hi = cands.lo[:, start:, None], cands.hi[:, start:, None]
+    near = (lo <= ref_hi[:, None, :]) & (hi >= ref_lo[:, None, :])
+    out = torch.zeros_like(near)
     if known is not None:
-        rows = torch.arange(keys.shape[0], device=keys.device)
+        rows = torch.arange(near.shape[0], device=near.device)
         near[rows, known, 0] = False
         out[rows, known, 0] = True
-    b, c, m = near.nonzero(as_tuple=True)
-    if b.numel():
+    if near.any():
+        b, c, m = near.nonzero(as_tuple=True)
         equal = (cands.vectors(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
         out[b[equal], c[equal], m[equal]] = True
     return out
 
 
-def _chosen_keys(cands: _Candidates, choice: Tensor, soft_node: Tensor | None, g: Tensor
-                 ) -> tuple[Tensor, Tensor]:
-    """``(B, m)`` keys and magnitude bounds of the references of the check after the choice:
-    ``c_k*`` (its own key) and, in soft mode, the new node ``soft_node (B, p)``."""
-    key, mag = cands.keys.gather(1, choice[:, None]), cands.mags.gather(1, choice[:, None])
+def _chosen_interval(cands: _Candidates, choice: Tensor, soft_node: Tensor | None, rule: _KeyRule
+                     ) -> tuple[Tensor, Tensor]:
+    """``(B, m)`` key intervals of the references of the check after the choice: ``c_k*``
+    (its own interval) and, in soft mode, the new node ``soft_node (B, p)``."""
+    lo, hi = cands.lo.gather(1, choice[:, None]), cands.hi.gather(1, choice[:, None])
     if soft_node is None:
-        return key, mag
-    return torch.cat([key, (soft_node @ g)[:, None]], 1), torch.cat([mag, (soft_node.abs() @ g)[:, None]], 1)
+        return lo, hi
+    node_lo, node_hi = rule.of_vectors(soft_node)
+    return torch.cat([lo, node_lo[:, None]], 1), torch.cat([hi, node_hi[:, None]], 1)
 
 
 def _chosen(cands: _Candidates, choice: Tensor, hard: Tensor | None, soft_node: Tensor | None,
@@ -494,34 +514,31 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     device = leaves.device
     N, n_r, n_o, n_u = space.n_iterations, len(space.tuples), len(space.ops), len(space.activations)
     M = n_leaves + N
-    g, g_sum, rel = _key_weights(p, leaves.dtype, device)
+    rule = _KeyRule.of(p, leaves.dtype, device)
     soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
 
     proj = _Projections(params)
     proj.add(leaves)
     nodes = list(leaves.unbind(1))
-    node_keys: list[Tensor] = []
-    node_mags: list[Tensor] = []
+    node_lo: list[Tensor] = []
+    node_hi: list[Tensor] = []
     cands = _Candidates()
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores = [], [], []
     big = torch.iinfo(torch.int64).max
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
-        block = _Block(params, *_run_block(
-            compile, params, proj.gather("L", left), proj.gather("R", right),
+        Z, Vn, scores, lo, hi = _run_block(
+            compile, params, rule, proj.gather("L", left), proj.gather("R", right),
             proj.gather("GL", left), proj.gather("GR", right),
-        ))
+        )
+        cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, M, left, right, device))
         with torch.no_grad():
-            keys = block.keys(g, g_sum)
-        cands.add(block, *keys, _keyid(plan, n_r, M, left, right, device))
-        with torch.no_grad():
-            if node_keys:  # the new block against P_{k-1}
+            if node_lo:  # the new block against P_{k-1}
                 last = len(cands.blocks) - 1
                 made = lambda b, m: torch.stack(nodes[n_leaves:], 1).detach()[b, m]  # noqa: E731
                 cands.exclude(_matches(
-                    cands, made, torch.stack(node_keys, 1), torch.stack(node_mags, 1), g_sum, rel,
-                    first=last,
+                    cands, made, torch.stack(node_lo, 1), torch.stack(node_hi, 1), first=last,
                 ).any(-1), first=last)
         s = cands.scores.detach()
         eligible = ~cands.excluded
@@ -545,17 +562,17 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         nodes.append(node)
         with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
             soft_node = node.detach() if mode == "soft" and k < N else None
-            ref_key, ref_mag = _chosen_keys(cands, choice, soft_node, g)
+            ref_lo, ref_hi = _chosen_interval(cands, choice, soft_node, rule)
             same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
-                            ref_key, ref_mag, g_sum, rel, known=choice)
+                            ref_lo, ref_hi, known=choice)
         second_val, second_idx = s.masked_fill(~eligible | same[:, :, 0], -torch.inf).max(1)
         second_scores.append(torch.where(
             torch.isneginf(second_val), second_val, cands.scores.gather(1, second_idx[:, None])[:, 0],
         ))
         if k == N:
             break
-        node_keys.append(ref_key[:, -1])
-        node_mags.append(ref_mag[:, -1])
+        node_lo.append(ref_lo[:, -1])
+        node_hi.append(ref_hi[:, -1])
         cands.exclude(same[:, :, -1])
         proj.add(node[:, None])
 

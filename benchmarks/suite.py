@@ -1,9 +1,9 @@
-"""The ``cellgraph bench`` suite: items 1-5, the targets of issue 6, a printed table and a
+"""The ``cellgraph bench`` suite: items 1-6, the targets of issue 6, a printed table and a
 JSON document with the machine's description.
 
-``quick`` runs every item at toy sizes (seconds; for tests and smoke runs); the full run
-uses the paper's configuration (``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples,
-batch 16, 20 steps).
+``quick`` runs items 1-5 at toy sizes (seconds; for tests and smoke runs) and skips item 6
+(compilation alone takes tens of seconds); the full run uses the paper's configuration
+(``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples, batch 16, 20 steps).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from cellgraph.benchmarks import epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
+from cellgraph.benchmarks import compile_bench, epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
 from cellgraph.benchmarks.measure import load_average, machine
 
 __all__ = ["SIZES", "run", "targets", "table"]
@@ -21,7 +21,7 @@ __all__ = ["SIZES", "run", "targets", "table"]
 GiB = 2 ** 30
 
 #: Sizes of each item, full and quick.
-SIZES: dict[bool, dict[str, dict[str, Any]]] = {
+SIZES: dict[bool, dict[str, Any]] = {
     False: {
         "search": dict(p=100, H=256, batch=16, n_iterations=9, repeat=3),
         "steps": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
@@ -30,6 +30,7 @@ SIZES: dict[bool, dict[str, dict[str, Any]]] = {
                         n_iterations=(4, 8, 12, 16), hidden=(32, 64, 128, 256), batch=(1, 16, 64, 256),
                         steps=2, repeat=1),
         "epoch": dict(batches=3),
+        "compile": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
     },
     True: {
         "search": dict(p=4, H=6, batch=3, n_iterations=4, repeat=1),
@@ -38,12 +39,13 @@ SIZES: dict[bool, dict[str, dict[str, Any]]] = {
         "scaling": dict(base=dict(p=4, batch=2, n_iterations=3, scoring_hidden=6),
                         n_iterations=(2, 4), hidden=(4, 8), batch=(1, 2), steps=1, repeat=1),
         "epoch": dict(batches=1, p=6, n_iterations=2, scoring_hidden=6),
+        "compile": None,
     },
 }
 
 
 def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench") -> dict[str, Any]:
-    """Run items 1-5 with ``threads`` torch CPU threads and evaluate the targets."""
+    """Run items 1-6 with ``threads`` torch CPU threads and evaluate the targets."""
     torch.set_num_threads(threads)
     sizes = SIZES[quick]
     result: dict[str, Any] = {
@@ -61,6 +63,7 @@ def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench")
     )
     result["scaling"] = scaling_bench.scaling(**sizes["scaling"])
     result["epoch"] = epoch_bench.epoch_time(**sizes["epoch"])
+    result["compile"] = compile_bench.compare_compile(**sizes["compile"]) if sizes["compile"] else None
     result["load_average_after"] = load_average()
     result["targets"] = targets(result)
     return result
@@ -148,8 +151,21 @@ def table(result: dict[str, Any]) -> str:
     how = (f"ESTIMATED from {e['batches_measured']} of {e['batches_per_epoch']} batches "
            f"({e['measured_s']:.1f} s measured)" if e["estimated"] else "measured over the full epoch")
     lines += ["", f"(5) one epoch of {e['config']['dataset']} ({e['config']['n_train']} sequences, batch "
-              f"{e['config']['batch']}), full RRNN: {e['epoch_s']:.1f} s, {how}", "",
-              "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
+              f"{e['config']['batch']}), full RRNN: {e['epoch_s']:.1f} s, {how}", ""]
+    c = result["compile"]
+    if c is None:
+        lines.append("(6) torch.compile of the search's candidate block: skipped (quick run)")
+    else:
+        lines += [
+            "(6) RRNN soft step with the search's candidate block compiled (torch.compile) vs eager "
+            "(sizes of (2); best of N rounds)",
+            "| first compiled step, compilation included (s) | eager (s) | compiled (s) | speed-up "
+            "| fell back to eager | max output difference |",
+            "|---|---|---|---|---|---|",
+            f"| {c['first_compiled_step_s']:.1f} | {c['eager_s']:.4f} | {c['compiled_s']:.4f} | "
+            f"{c['speedup']:.2f}x | {'yes' if c['fell_back'] else 'no'} | {c['max_abs_output_difference']:.2g} |",
+        ]
+    lines += ["", "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:
         lines.append(f"| {t['target']} | {t['value']:.3g} | {t['relation']} {t['limit']} | "
                      f"{'met' if t['met'] else 'NOT met'} |")

@@ -61,6 +61,7 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert result["epoch"]["estimated"] and result["epoch"]["batches_measured"] == 1
     assert len(result["targets"]) == 8 and all(isinstance(t["met"], bool) for t in result["targets"])
     assert "ESTIMATED from 1 of 313 batches" in printed and "trees equal" in printed
+    assert result["compile"] is None and "(6) torch.compile of the search's candidate block: skipped" in printed
 
 
 def test_search_flops_count_the_incremental_pairs():

@@ -11,6 +11,7 @@ import torch
 from cellgraph.backends import torch_search
 from cellgraph.backends.torch_rrnn import RRNN
 from cellgraph.backends.torch_task import _core
+from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.config import resolve_config
 
 
@@ -43,6 +44,15 @@ def test_compile_failure_warns_once_and_runs_eagerly(monkeypatch, broken):
     for mode in eager:
         for a, b in zip(eager[mode], fallen[mode]):
             assert a is not None and torch.equal(a, b)
+
+
+def test_compile_bench_reports_the_fallback(monkeypatch):
+    monkeypatch.setattr(torch_search, "_compiled", {})
+    monkeypatch.setattr(torch, "compile", _fail)
+    with pytest.warns(RuntimeWarning, match="running eagerly"):
+        result = compare_compile(p=4, batch=2, steps=2, n_iterations=2, scoring_hidden=3, repeat=1)
+    assert result["fell_back"] is True and result["max_abs_output_difference"] == 0.0
+    assert result["first_compiled_step_s"] > 0 and result["eager_s"] > 0 and result["compiled_s"] > 0
 
 
 def test_the_config_key_reaches_the_search():

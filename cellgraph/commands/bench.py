@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run the benchmark suite: (1) literal Algorithm 2 vs the optimized torch search, "
         "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
         "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size and batch, (5) one "
-        "Wiki-5k epoch. Prints a table with the targets of issue 6 and the machine's description.",
+        "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick). Prints a table "
+        "with the targets of issue 6 and the machine's description.",
         epilog="example: cellgraph bench --json bench.json",
     )
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")

@@ -1,0 +1,56 @@
+"""Item 6 of ``cellgraph bench``: the RRNN soft training step with the search's candidate
+block compiled by ``torch.compile`` (``RRNN(compile=True)``, config key ``compile``) against
+the eager step, in the same run.
+
+The first compiled step includes the compilation (shorter when inductor's on-disk cache
+holds kernels from an earlier run); the step times are then the best of ``repeat`` rounds,
+each round running the eager and the compiled step once. Where compilation fails the model
+warns and runs eagerly: ``fell_back`` records it (the speed-up is then about 1).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from cellgraph.backends.torch_rrnn import RRNN
+from cellgraph.backends.torch_search import compile_fell_back
+from cellgraph.benchmarks.measure import best_time
+from cellgraph.benchmarks.step_bench import training_step
+
+__all__ = ["compare_compile"]
+
+
+def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
+                    scoring_hidden: int = 256, repeat: int = 2, seed: int = 0) -> dict[str, Any]:
+    """Compile time, eager and compiled step times and the largest output difference."""
+    torch.manual_seed(seed)
+    input = torch.randn(steps, batch, p)
+    models, runs = {}, {}
+    for compiled in (False, True):
+        torch.manual_seed(seed)
+        models[compiled] = RRNN(p, n_tuples=3, n_iterations=n_iterations, scoring_hidden=scoring_hidden,
+                                mode="soft", return_traces=False, compile=compiled)
+        runs[compiled] = training_step(models[compiled], input)
+    runs[False]()  # warm-up of the eager step
+    start = time.perf_counter()
+    runs[True]()
+    first = time.perf_counter() - start
+    times = {False: float("inf"), True: float("inf")}
+    for _ in range(repeat):
+        for compiled, step in runs.items():
+            times[compiled] = min(times[compiled], best_time(step, repeat=1, warmup=0))
+    with torch.no_grad():
+        diff = (models[False](input)[0] - models[True](input)[0]).abs().max().item()
+    return {
+        "config": {"p": p, "batch": batch, "steps": steps, "n_iterations": n_iterations,
+                   "scoring_hidden": scoring_hidden, "mode": "soft", "dtype": "float32"},
+        "first_compiled_step_s": first,
+        "eager_s": times[False],
+        "compiled_s": times[True],
+        "speedup": times[False] / times[True],
+        "fell_back": compile_fell_back(),
+        "max_abs_output_difference": diff,
+    }
