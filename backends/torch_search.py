@@ -46,6 +46,7 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch._functorch import config as functorch_config
 
 from cellgraph.algorithm2 import EXCLUSION_TOL, TIE_RTOL
@@ -181,6 +182,40 @@ class _KeyRule:
         return self.interval(v @ self.g, v.abs() @ self.g)
 
 
+class _AffineScores(torch.autograd.Function):
+    """``scores[:, u] = w2 . sigmoid(a_u t + offset_u)``: the scores of the affine activations
+    from ``t = W1 z (B, n_r, P, H)`` (``offset (n_a, 1, 1, H)``, ``scale (n_a, 1, 1, 1)`` the
+    constants ``a``).
+
+    Saves ``t`` rather than the sigmoids (half the memory: the sigmoid outputs are what soft
+    mode keeps most of) and recomputes them in the backward pass one activation at a time, so
+    that each ``(B, n_r, P, H)`` slab is reused while it is in cache."""
+
+    @staticmethod
+    def forward(ctx, t: Tensor, offset: Tensor, w2: Tensor, scale: Tensor) -> Tensor:
+        ctx.save_for_backward(t, offset, w2, scale)
+        scores = []
+        for u in range(scale.shape[0]):  # a loop, not a comprehension, for dynamo
+            scores.append(torch.addcmul(offset[u], t, scale[u]).sigmoid_() @ w2)
+        return torch.stack(scores, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+        t, offset, w2, scale = ctx.saved_tensors
+        grad_t = grad_w2 = None
+        grad_offset = []
+        for u in range(scale.shape[0]):
+            s = torch.addcmul(offset[u], t, scale[u]).sigmoid_()
+            g = grad[:, u]
+            gw = torch.mv(s.view(-1, s.shape[-1]).T, g.reshape(-1))
+            grad_w2 = gw if grad_w2 is None else grad_w2.add_(gw)
+            ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
+            grad_offset.append(ds.sum((0, 1, 2)))
+            grad_t = ds.mul_(scale[u]) if grad_t is None else grad_t.addcmul_(ds, scale[u])
+        return grad_t, torch.stack(grad_offset).view_as(offset), grad_w2, None
+
+
 def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor | None,
            GR: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
     """The candidates of one iteration, their scores and exclusion keys (a pure tensor
@@ -212,14 +247,9 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
         scores.append((h1 @ w.w2).view(B, -1))
     if plan.affine:
         per_op = []
-        for z, additive in zip(zs, plan.additive):
-            if additive:  # a (W1 L_r c_i) + [a (W1 R_r c_j + W1 b_r) + offset]
-                rest = torch.addcmul(w.offset, (GR + w.W1_bias).unsqueeze(1), w.scale)
-                first = torch.addcmul(rest, GL.unsqueeze(1), w.scale)
-            else:
-                Wz = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
-                first = torch.addcmul(w.offset, Wz.unsqueeze(1), w.scale)
-            per_op.append(first.sigmoid_() @ w.w2)  # (B, n_a, n_r, P)
+        for z, additive in zip(zs, plan.additive):  # t = W1 z (B, n_r, P, H)
+            t = GL + (GR + w.W1_bias) if additive else torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+            per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
     keys, mags, g = [], [], rule.g
     if Vn is not None:
