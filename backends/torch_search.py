@@ -21,9 +21,10 @@ Work saved, results unchanged:
   materialized: a block stores ``z`` and the non-affine ``u(z)`` only; the vectors, the
   soft mixture and the exclusion keys of the affine candidates are derived from ``z``;
 * the first layer of ``alpha`` is linear, so ``W_1 u(z) + b_1 = a W_1 z + (c W_1 1 + b_1)``
-  is shared by all affine activations of a ``(r, o, pair)`` (one fused multiply-add per
-  activation), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no
-  ``p x H`` product per candidate);
+  is shared by all affine activations of a ``(r, o, pair)`` (:class:`_AffineScores`, which
+  keeps ``W_1 z`` for the backward pass and recomputes the sigmoids, rather than keeping
+  them), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no ``p x H``
+  product per candidate);
 * exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
   ``g . v`` first (computed in the working dtype, held as an interval that covers the
   tolerance and the rounding): two vectors whose intervals do not overlap cannot be equal,
@@ -248,7 +249,10 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
     if plan.affine:
         per_op = []
         for z, additive in zip(zs, plan.additive):  # t = W1 z (B, n_r, P, H)
-            t = GL + (GR + w.W1_bias) if additive else torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+            if additive:
+                t = GL + (GR + w.W1_bias)
+            else:
+                t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
             per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
     keys, mags, g = [], [], rule.g
