@@ -1,5 +1,9 @@
 """Aggregate finished runs over seeds: mean and sample standard deviation of the final
-validation and test metric per (task, model), with training time (RESULTS.md)."""
+validation and test metric per (task, model), with training time (RESULTS.md).
+
+The final metrics are those of the run's ``eval_mode`` (hard search unless set). Where every
+run of a group was also scored with soft search (``cellgraph eval RUN --split val|test --mode
+soft`` writes ``eval_<split>_soft.json``), the row has those numbers too."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any, Iterable
 
 from cellgraph.errors import CellGraphError
 from cellgraph.runlog import RunLog, require_field
+from cellgraph.runs import read_json
 
 __all__ = ["summarize", "markdown"]
 
@@ -33,6 +38,8 @@ def summarize(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
                                "seeds": sorted(log.config.get("seed") for log, _ in runs)}
         for split in ("val", "test"):
             row[split] = _mean_std([_value(log, final, f"{split}_{metric}") for log, final in runs])
+            soft = [_soft(log, split) for log, _ in runs]
+            row[f"{split}_soft"] = None if None in soft else _mean_std(soft)
         row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
         row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
@@ -46,16 +53,29 @@ def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None =
     return float(require_field(final, key, float, "", log.path / "final.json"))
 
 
+def _soft(log: RunLog, split: str) -> float | None:
+    """The metric of ``eval_<split>_soft.json`` in the run folder, or None."""
+    path = log.path / f"eval_{split}_soft.json"
+    if not path.exists():
+        return None
+    return float(require_field(read_json(path), f"{split}_{log.metric}", float, "", path))
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    def cell(pair: tuple[float, float], metric: str) -> str:
+    def cell(pair: tuple[float, float] | None, metric: str) -> str:
+        if pair is None:
+            return "—"
         digits = 1 if metric == "perplexity" else 3
         return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
 
-    lines = ["| task | model | metric | seeds | val | test | epochs | train s/run |",
-             "|---|---|---|---|---|---|---|---|"]
+    soft = any(r["val_soft"] or r["test_soft"] for r in rows)
+    head = "| task | model | metric | seeds | val | test |" + (" val (soft) | test (soft) |" if soft else "")
+    lines = [head + " epochs | train s/run |", "|---" * (8 + 2 * soft) + "|"]
     for r in rows:
-        lines.append(
-            f"| {r['task']} | {r['model']} | {r['metric']} | {r['n']} | {cell(r['val'], r['metric'])} | "
-            f"{cell(r['test'], r['metric'])} | {r['epochs'][0]:.1f} | {r['seconds'][0]:.0f} ± {r['seconds'][1]:.0f} |"
-        )
+        m = r["metric"]
+        cells = [r["task"], r["model"], m, str(r["n"]), cell(r["val"], m), cell(r["test"], m)]
+        if soft:
+            cells += [cell(r["val_soft"], m), cell(r["test_soft"], m)]
+        cells += [f"{r['epochs'][0]:.1f}", f"{r['seconds'][0]:.0f} ± {r['seconds'][1]:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -70,5 +70,15 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| wiki | gru | bpc | 2 | 2.500 ± 0.707 | 2.700 ± 0.707 | 3.0 | 10 ± 1 |" in out
     assert json.loads((tmp_path / "t.json").read_text())[0]["seeds"] == [0, 1]
+    assert "soft" not in out
+    for seed, value in enumerate([2.5, 3.5]):  # soft-search scores of both runs: two more columns
+        for split in ("val", "test"):
+            (tmp_path / f"s{seed}" / f"eval_{split}_soft.json").write_text(json.dumps({f"{split}_bpc": value}))
+    assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    out = capsys.readouterr().out
+    assert "| val (soft) | test (soft) |" in out and "| 3.000 ± 0.707 | 3.000 ± 0.707 | 3.0 |" in out
+    (tmp_path / "s1" / "eval_test_soft.json").unlink()  # one run without: no soft test number
+    assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    assert "| 3.000 ± 0.707 | — |" in capsys.readouterr().out
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
