@@ -65,6 +65,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     def cell(pair: tuple[float, float] | None, metric: str) -> str:
         if pair is None:
             return "—"
+        if max(abs(v) for v in pair) >= 1e5:  # a diverged run: digits would say nothing
+            return f"{pair[0]:.3g} ± {pair[1]:.3g}"
         digits = 1 if metric == "perplexity" else 3
         return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
 

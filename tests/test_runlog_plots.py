@@ -80,5 +80,8 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     (tmp_path / "s1" / "eval_test_soft.json").unlink()  # one run without: no soft test number
     assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
     assert "| 3.000 ± 0.707 | — |" in capsys.readouterr().out
+    (tmp_path / "s1" / "final.json").write_text(json.dumps({"val_bpc": 4e12, "test_bpc": 3.2, "train_seconds": 1.0}))
+    assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
