@@ -27,7 +27,7 @@ from typing import Any
 
 from cellgraph.errors import CellGraphError, FormatError
 
-__all__ = ["atomic_write", "write_json", "read_json", "RunDir", "package_versions"]
+__all__ = ["atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions"]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 
@@ -64,6 +64,12 @@ def read_json(path: str | Path) -> Any:
         raise FileNotFoundError(f"{path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CellGraphError(f"{path}: not valid JSON ({err})") from None
+
+
+def eval_name(split: str, mode: str | None = None) -> str:
+    """The run-folder file of ``cellgraph eval --split SPLIT [--mode MODE]``:
+    ``eval_<split>.json`` in the run's own ``eval_mode``, else ``eval_<split>_<mode>.json``."""
+    return f"eval_{split}.json" if mode is None else f"eval_{split}_{mode}.json"
 
 
 def package_versions() -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from cellgraph.errors import CellGraphError
 from cellgraph.runlog import RunLog, require_field
-from cellgraph.runs import read_json
+from cellgraph.runs import eval_name, read_json
 
 __all__ = ["summarize", "markdown"]
 
@@ -55,7 +55,7 @@ def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None =
 
 def _soft(log: RunLog, split: str) -> float | None:
     """The metric of ``eval_<split>_soft.json`` in the run folder, or None."""
-    path = log.path / f"eval_{split}_soft.json"
+    path = log.path / eval_name(split, "soft")
     if not path.exists():
         return None
     return float(require_field(read_json(path), f"{split}_{log.metric}", float, "", path))

@@ -29,13 +29,12 @@ def run(args: argparse.Namespace) -> int:
 
     from cellgraph.backends.torch_train import evaluate_run
     from cellgraph.config import load_run_config
-    from cellgraph.runs import write_json
+    from cellgraph.runs import eval_name, write_json
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     result = evaluate_run(args.run, args.split, args.checkpoint, args.mode)
     key = f"{args.split}_{result['metric']}"
-    name = f"eval_{args.split}.json" if args.mode is None else f"eval_{args.split}_{args.mode}.json"
-    write_json(Path(args.run) / name, result)
+    write_json(Path(args.run) / eval_name(args.split, args.mode), result)
     print(f"{key} {result[key]:.6f} ({args.checkpoint} checkpoint, epoch {result['epoch']}, "
           f"{result['mode']} search, {result['n']} sequences)")
     return 0
