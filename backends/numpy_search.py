@@ -23,7 +23,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from cellgraph.algorithm2 import EXCLUSION_TOL, candidate_key, pairs, tie_tolerance
+from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, candidate_key, normalize, pairs, tie_tolerance
 from cellgraph.backends.numpy_eval import (
     Params,
     as_leaf_vector,
@@ -118,6 +118,7 @@ def search(
     alpha: Alpha,
     exclusion_tol: float = EXCLUSION_TOL,
     state: str = "h",
+    candidate_norm: str = "none",
 ) -> SearchResult:
     """Run Algorithm 2 on one sample.
 
@@ -129,7 +130,13 @@ def search(
         alpha: scoring function on a ``(p,)`` vector.
         exclusion_tol: max-abs distance under which a vector counts as already in ``P``.
         state: name of the state made.
+        candidate_norm: ``none`` or ``sample`` (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`:
+            every candidate normalised over its features before it is scored; ``batch``
+            needs a batch, so the one-sample reference does not take it).
     """
+    if candidate_norm not in ("none", "sample"):
+        raise CellGraphError(f"search: candidate_norm {candidate_norm!r} is not one of none, sample "
+                             f"(the one-sample reference; {', '.join(CANDIDATE_NORMS)} exist)")
     weights = as_params(params)
     for r in space.tuples:
         if r >= len(weights):
@@ -152,6 +159,8 @@ def search(
                 for u_pos, u in enumerate(acts):
                     for i, j in pairs(len(nodes)):
                         v = combine(weights[r], o, u, vectors[i], vectors[j])
+                        if candidate_norm == "sample":
+                            v = normalize(v)
                         if _in(v, generated, exclusion_tol):
                             continue
                         key = candidate_key(r_pos, o_pos, u_pos, i, j)

@@ -2,9 +2,15 @@ r"""The loss of Eq. 5 in torch: batched tree distance over per-sample cells, sco
 (paper, Eq. 5, Sec. 3.3 and Appendix "Extensions of RRNN model"; SPEC §4 and §5).
 
 .. math::
-    L(\Phi) = E_{(X, Y)} \sum_t \Big\{ \lambda_1 l(y_t, q_t)
-        + \lambda_2 \sum_i \min_{\bar T \in Iso(T^{tgt}_{t,i})} TD(T^{pd}_{t,i}, \bar T)
-        + \lambda_3 \sum_i \sum_k m(N^t_{k,i}) \Big\} + \lambda_4 \sum_\phi \|\phi\|^2
+    L(\Phi) = E_{(X, Y)} \sum_t \Big\{ \lambda_{task} l(y_t, q_t)
+        + \lambda_{td} \sum_i \min_{\bar T \in Iso(T^{tgt}_{t,i})} TD(T^{pd}_{t,i}, \bar T)
+        + \lambda_{margin} \sum_i \sum_k m(N^t_{k,i}) \Big\} + \lambda_{l2} \sum_\phi \|\phi\|^2
+
+Every per-step term, the task loss included, is summed over the steps of a sample; the
+expectation is the batch mean of those sums; the L2 penalty is added once. (Eq. 5 names the
+weights ``lambda_1..lambda_4`` in the order task, TD, margin, L2; they are named here by what
+they weigh, since the paper's Appendix lists its values in another order:
+``docs/paper-notes.md``.)
 
 Tree distance, batched. Every sample ``b`` has its own predicted DAG (a
 :class:`~cellgraph.backends.torch_trace.SearchTrace` row: children ``left/right (B, N)``,
@@ -40,7 +46,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Node
 from cellgraph.tree import Tree
 
-__all__ = ["TargetTree", "LossTerms", "RRNNLoss", "td_loss", "margin_loss", "l2_loss"]
+__all__ = ["TargetTree", "LossTerms", "RRNNLoss", "TERMS", "WEIGHT_KEYS", "td_loss", "margin_loss", "l2_loss"]
 
 Predicted = SearchTrace | tuple[Tensor, Tensor, Tensor, Tensor]
 
@@ -184,7 +190,7 @@ def margin_loss(trace: SearchTrace, M: float) -> Tensor:
 
 
 def l2_loss(parameters: Iterable[Tensor]) -> Tensor:
-    """``sum_phi ||phi||^2`` over ``parameters`` (the ``lambda_4`` term of Eq. 5)."""
+    """``sum_phi ||phi||^2`` over ``parameters`` (the L2 term of Eq. 5, weight ``lambda_l2``)."""
     terms = [(p * p).sum() for p in parameters]
     if not terms:
         raise CellGraphError("l2_loss: no parameters given")
@@ -193,8 +199,9 @@ def l2_loss(parameters: Iterable[Tensor]) -> Tensor:
 
 @dataclass(frozen=True)
 class LossTerms:
-    """The value of Eq. 5 and its terms (unweighted, detached floats; ``None`` when the
-    term was switched off)."""
+    """The value of Eq. 5 and its weighted terms (detached floats that add up to ``total``;
+    ``None`` when the term is switched off): ``task``, ``td``, ``margin`` are batch means of
+    per-sample sums over the steps, ``l2`` the penalty."""
 
     total: Tensor
     task: float | None
@@ -203,25 +210,31 @@ class LossTerms:
     l2: float | None
 
 
+#: The terms of Eq. 5, in :class:`LossTerms` order, and the config key of each weight.
+TERMS = ("task", "td", "margin", "l2")
+WEIGHT_KEYS = {"task": "lambda_task", "td": "lambda_td", "margin": "lambda_margin", "l2": "lambda_l2"}
+
+
 class RRNNLoss(nn.Module):
-    r"""Eq. 5 and its multi-state form (Appendix "Extensions"): per sample, the sum over
-    steps ``t`` and runs ``i`` of the TD and margin terms, averaged over the batch, plus the
-    task loss and the L2 penalty.
+    r"""Eq. 5 and its multi-state form (Appendix "Extensions"): per sample ``b``, the sum over
+    steps ``t`` (and runs ``i``) of the task, TD and margin terms; the batch mean of those
+    sums; plus the L2 penalty once.
 
     .. math::
-        \lambda_1 task + \lambda_2 \frac1B \sum_{b,t,i} \min_{Iso} TD
-        + \lambda_3 \frac1B \sum_{b,t,i,k} m(N^t_{k,i}) + \lambda_4 \sum \|\phi\|^2
+        \frac1B \sum_b \Big( \lambda_{task} \sum_t l_{b,t} + \lambda_{td} \sum_{t,i} \min_{Iso} TD_{b,t,i}
+        + \lambda_{margin} \sum_{t,i,k} m(N^t_{k,i})_b \Big) + \lambda_{l2} \sum \|\phi\|^2
 
-    A term with ``lambda == 0`` is not computed (its inputs may be omitted).
+    A term with weight 0 is not computed (its inputs may be omitted).
 
     Args:
-        lambda1, lambda2, lambda3, lambda4: weights of task, TD, margin and L2.
+        lambda_task, lambda_td, lambda_margin, lambda_l2: the weights of the four terms.
         margin: ``M`` of the margin function.
         iso: minimise TD over ``Iso(T_tgt)`` (else the target tree as given).
 
     Call: ``loss(task, traces, target_vectors, targets, parameters)``
 
-        - task: scalar task loss (e.g. mean cross-entropy), as the caller reduces it.
+        - task: ``(B,)`` each sample's task loss summed over its steps (one term per
+          sequence for a classification task).
         - traces: ``traces[t][i]``, the :class:`SearchTrace` of run ``i`` at step ``t``.
         - target_vectors: ``target_vectors[t][i]`` ``(B, m_i, p)``.
         - targets: one :class:`TargetTree` per run.
@@ -230,12 +243,12 @@ class RRNNLoss(nn.Module):
         Returns :class:`LossTerms`.
     """
 
-    def __init__(self, lambda1: float = 1.0, lambda2: float = 1e-3, lambda3: float = 1e-3,
-                 lambda4: float = 1e-5, margin: float = 1.0, iso: bool = True) -> None:
+    def __init__(self, lambda_task: float = 1.0, lambda_td: float = 1e-3, lambda_margin: float = 1e-3,
+                 lambda_l2: float = 1e-5, margin: float = 1.0, iso: bool = True) -> None:
         super().__init__()
         if margin <= 0:
             raise CellGraphError(f"RRNNLoss: the margin M must be positive, got {margin}")
-        self.lambda1, self.lambda2, self.lambda3, self.lambda4 = lambda1, lambda2, lambda3, lambda4
+        self.weights = {"task": lambda_task, "td": lambda_td, "margin": lambda_margin, "l2": lambda_l2}
         self.margin, self.iso = margin, iso
 
     def forward(self, task: Tensor | None = None,
@@ -243,29 +256,30 @@ class RRNNLoss(nn.Module):
                 target_vectors: Sequence[Sequence[Tensor]] | None = None,
                 targets: Sequence[TargetTree] = (),
                 parameters: Iterable[Tensor] = ()) -> LossTerms:
-        terms: dict[str, Tensor | None] = {"task": None, "td": None, "margin": None, "l2": None}
-        if self.lambda1:
-            if task is None:
-                raise CellGraphError("RRNNLoss: lambda1 != 0 needs the task loss")
-            terms["task"] = task
-        if self.lambda2:
-            terms["td"] = self._td(traces, target_vectors, targets)
-        if self.lambda3:
-            terms["margin"] = self._per_sample(
+        w = self.weights
+        per_sample: dict[str, Tensor] = {}
+        if w["task"]:
+            if task is None or task.dim() != 1:
+                raise CellGraphError("RRNNLoss: lambda_task != 0 needs the (B,) per-sample task loss")
+            per_sample["task"] = task
+        if w["td"]:
+            per_sample["td"] = self._td(traces, target_vectors, targets)
+        if w["margin"]:
+            per_sample["margin"] = self._summed(
                 [margin_loss(trace, self.margin) for step in traces for trace in step], "margin")
-        if self.lambda4:
-            terms["l2"] = l2_loss(parameters)
-        lambdas = {"task": self.lambda1, "td": self.lambda2, "margin": self.lambda3, "l2": self.lambda4}
-        used = [lambdas[k] * v for k, v in terms.items() if v is not None]
-        if not used:
-            raise CellGraphError("RRNNLoss: every term is switched off (all lambdas are 0)")
+        terms = {k: w[k] * v.mean() for k, v in per_sample.items()}
+        if w["l2"]:
+            terms["l2"] = w["l2"] * l2_loss(parameters)
+        if not terms:
+            raise CellGraphError("RRNNLoss: every term is switched off (all weights are 0)")
+        used = list(terms.values())
         total = sum(used[1:], used[0])
-        return LossTerms(total, **{k: None if v is None else float(v.detach()) for k, v in terms.items()})
+        return LossTerms(total, *(float(terms[k].detach()) if k in terms else None for k in TERMS))
 
     def _td(self, traces: Sequence[Sequence[SearchTrace]],
             target_vectors: Sequence[Sequence[Tensor]] | None, targets: Sequence[TargetTree]) -> Tensor:
         if target_vectors is None or len(target_vectors) != len(traces):
-            raise CellGraphError("RRNNLoss: lambda2 != 0 needs target vectors for every step of the traces")
+            raise CellGraphError("RRNNLoss: lambda_td != 0 needs target vectors for every step of the traces")
         values = []
         for t, (step, tv) in enumerate(zip(traces, target_vectors)):
             if not len(step) == len(tv) == len(targets):
@@ -274,10 +288,11 @@ class RRNNLoss(nn.Module):
                     f"{len(targets)} target trees; one of each per run is needed"
                 )
             values += [td_loss(trace, v, tree, self.iso) for trace, v, tree in zip(step, tv, targets)]
-        return self._per_sample(values, "TD")
+        return self._summed(values, "TD")
 
     @staticmethod
-    def _per_sample(values: list[Tensor], what: str) -> Tensor:
+    def _summed(values: list[Tensor], what: str) -> Tensor:
+        """``(B,)`` the per-sample sum of ``values`` (each ``(B,)``)."""
         if not values:
             raise CellGraphError(f"RRNNLoss: the {what} term needs at least one search trace")
-        return torch.stack(values).sum(0).mean()
+        return torch.stack(values).sum(0)

@@ -7,7 +7,8 @@ the hidden size ``p`` (the model embeds its tokens to ``p``).
 * :class:`RRNNCell` / :class:`RRNN`: every sample and step builds its own cell with the
   batched Algorithm 2 (:mod:`cellgraph.backends.torch_search`).
 * :class:`RRNNGRUCell` / :class:`RRNNGRU`: the tree is fixed to the paper's GRU; the scoring
-  network picks, at each node with trainable edges, which trainable tuple to use.
+  network picks, at each node, which weight tuple to use (``flexible`` placement; ``gates``:
+  only at the nodes with trainable edges).
 * :class:`GRUBaseline` / :class:`LSTMBaseline`: ``torch.nn.GRU`` / ``LSTM`` with the same
   call convention.
 
@@ -35,16 +36,17 @@ from cellgraph.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.targets import GRU_U, OPS, target
 
 __all__ = [
-    "RRNNCell", "RRNN", "RRNNGRUCell", "RRNNGRU", "GRUBaseline", "LSTMBaseline", "structure",
+    "RRNNCell", "RRNN", "RRNNGRUCell", "RRNNGRU", "GRUBaseline", "LSTMBaseline", "structure", "PLACEMENTS",
 ]
 
 State = Tensor | tuple[Tensor, ...]
 
 
-def _tuple_layout(n_tuples: int) -> Layout:
-    """``n_tuples`` trainable tuples ``(L_i, R_i, b_i)`` and the fixed identity tuple."""
-    return Layout(tuple(TupleSpec(f"t{i}", f"L_{i}", f"R_{i}", f"b_{i}") for i in range(n_tuples))
-                  + (TupleSpec.identity_tuple(),))
+def _tuple_layout(n_tuples: int, identity_trainable: bool = False) -> Layout:
+    """``n_tuples`` trainable tuples ``(L_i, R_i, b_i)`` and the identity tuple: fixed
+    ``(I, I, 0)``, or a trainable tuple ``tI`` (initialised at the identity)."""
+    last = TupleSpec("tI", "L_I", "R_I", "b_I") if identity_trainable else TupleSpec.identity_tuple()
+    return Layout(tuple(TupleSpec(f"t{i}", f"L_{i}", f"R_{i}", f"b_{i}") for i in range(n_tuples)) + (last,))
 
 
 def _uniform(*shape: int, bound: float) -> nn.Parameter:
@@ -66,11 +68,18 @@ class _TupleModule(nn.Module):
     """Holds the trainable tuples ``weight_L, weight_R (n, p, p)``, ``bias (n, p)`` of a
     layout and the fixed identity tuples (``identity`` buffer)."""
 
-    def _init_tuples(self, layout: Layout, p: int) -> None:
+    def _init_tuples(self, layout: Layout, p: int, identity: Sequence[int] = ()) -> None:
+        """Trainable tuples uniform in ``+-1/sqrt(p)``; those of layout indices ``identity``
+        start at ``(I, I, 0)``."""
         self.layout, self.hidden_size = layout, p
         n, k = len(layout.trainable_indices), p ** -0.5
         self.weight_L, self.weight_R, self.bias = _uniform(n, p, p, bound=k), _uniform(n, p, p, bound=k), _uniform(n, p, bound=k)
         self.register_buffer("identity", torch.eye(p))
+        with torch.no_grad():
+            for r in identity:
+                pos = layout.trainable_indices.index(r)
+                self.weight_L[pos], self.weight_R[pos] = self.identity, self.identity
+                self.bias[pos] = 0.0
 
     def layout_tuples(self) -> tuple[Tensor, Tensor, Tensor]:
         """``L, R (len(layout), p, p)`` and ``b (len(layout), p)`` indexed like the layout."""
@@ -106,7 +115,10 @@ class RRNNCell(_TupleModule):
         mode: ``soft`` (training, the paper's), ``hard`` or ``straight-through``.
         tau: softmax temperature.
         states: state names in run order, e.g. ``("h",)`` or ``("c", "h")``.
-        batch_norm: apply ``BatchNorm1d(p)`` to each state a run makes.
+        candidate_norm: normalise every candidate before it is scored (``none``, ``batch``:
+            statistics over the batch and the features of each candidate slot, as its
+            authors' ``BatchNorm1d(affine=False, track_running_stats=False)``; ``sample``:
+            over each sample's features; :mod:`cellgraph.algorithm2`).
         spaces, layout: explicit search spaces (one per state) and their layout, instead of
             the sets above.
         compile: build and score the candidates with ``torch.compile`` (the first steps
@@ -121,7 +133,7 @@ class RRNNCell(_TupleModule):
                  activations: Sequence[str] = ("sigmoid", "tanh", "one_minus", "identity"),
                  ops: Sequence[str] = ("add", "mul"), aux: Sequence[str] = ("zero",),
                  scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
-                 states: Sequence[str] = ("h",), batch_norm: bool = False,
+                 states: Sequence[str] = ("h",), candidate_norm: str = "none",
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
                  compile: bool = False) -> None:
         super().__init__()
@@ -146,7 +158,7 @@ class RRNNCell(_TupleModule):
         self.spaces, self.states = tuple(spaces), states
         self.mode, self.tau, self.compile_search = _check_mode(mode), tau, compile
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
-        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden_size) for _ in spaces) if batch_norm else None
+        self.candidate_norm = candidate_norm
 
     def scoring_parameters(self) -> list[nn.Parameter]:
         return list(self.scoring.parameters())
@@ -154,7 +166,8 @@ class RRNNCell(_TupleModule):
     def prepare(self) -> list[SearchParams]:
         """The per-run search parameters; compute once per sequence and pass to forward."""
         L, R, b = self.layout_tuples()
-        return [prepare(space, L, R, b, net[0].weight, net[0].bias, net[2].weight[0], net[2].bias[0])
+        return [prepare(space, L, R, b, net[0].weight, net[0].bias, net[2].weight[0], net[2].bias[0],
+                        self.candidate_norm)
                 for space, net in zip(self.spaces, self.scoring)]
 
     def forward(self, x: Tensor, state: State | None = None,
@@ -167,8 +180,7 @@ class RRNNCell(_TupleModule):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
             trace = search(params[i], leaves, self.mode, self.tau, name, self.compile_search)
-            out = trace.vectors[:, -1]
-            made[name] = out if self.norms is None else self.norms[i](out)
+            made[name] = trace.vectors[:, -1]
             traces.append(trace)
         new = tuple(made[s] for s in self.states)
         return (new[0] if len(new) == 1 else new), traces
@@ -198,11 +210,6 @@ class _Sequence(nn.Module):
                  recompute: bool = False) -> None:
         super().__init__()
         self.batch_first, self.return_traces, self.recompute = batch_first, return_traces, recompute
-
-    def _check_recompute(self) -> None:
-        if self.recompute and getattr(self.cell, "norms", None) is not None:
-            raise CellGraphError("recompute=True with batch_norm: the recomputed step would update "
-                                 "the BatchNorm running statistics a second time")
 
     def _step(self, x_t: Tensor, state: State | None, params) -> tuple[State, list[SearchTrace]]:
         if self.recompute and torch.is_grad_enabled():
@@ -240,7 +247,7 @@ class RRNN(_Sequence):
     Args: those of :class:`RRNNCell`, plus ``batch_first``, ``return_traces`` (keep the
     per-step :class:`SearchTrace` lists; turn off to save memory) and ``recompute``
     (activation checkpointing per step: the search is recomputed in the backward pass;
-    same values and gradients, less memory; not with ``batch_norm``).
+    same values and gradients, less memory).
 
     Shape:
         - input: ``(T, B, p)``; output: ``(T, B, p)`` (the states ``h_t``).
@@ -250,163 +257,165 @@ class RRNN(_Sequence):
                  recompute: bool = False, **kwargs) -> None:
         super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNCell(*args, **kwargs)
-        self._check_recompute()
+
+
+#: RRNN-GRU's placements of the weight tuples (:class:`RRNNGRUCell`).
+PLACEMENTS = ("flexible", "gates")
 
 
 @dataclass(frozen=True)
 class _GRUNode:
-    """One node of the RRNN-GRU tree, over the value list (leaves, then nodes): a repeat of
-    value ``same`` (an earlier node with the same children, op, activation and kind computes
-    the same vector), or ``act(op(left, right))`` (``op`` ``None``: ``act(left)``, the other
-    operand being the zero vector); a ``trainable`` node reads its children's projections and
-    adds ``b`` unless its left child's projection fused it."""
+    """One node of the RRNN-GRU tree over the value list (leaves, then nodes): a repeat of
+    value ``same`` (an earlier node with the same children, op, activation and tuple set
+    computes the same vector), or ``act(op(L_r left, R_r right) + b_r)`` for each layout
+    tuple ``r`` in ``tuples`` (a range; one tuple: the node is fixed, several: it chooses)."""
 
     same: int | None
-    op: Callable[[Tensor, Tensor], Tensor] | None
-    act: Callable[[Tensor], Tensor]
     left: int
     right: int
-    trainable: bool
-    add_bias: bool
+    op: Callable[[Tensor, Tensor], Tensor]
+    act: Callable[[Tensor], Tensor]
+    tuples: range
 
 
 class _GRUParams(NamedTuple):
-    """What one sequence takes from the parameters: per projected value its stacked rows
-    ``(k n p, p)`` (``[L_1..L_n]`` and/or ``[R_1..R_n]``) and fused bias, the bias ``(n, p)``
-    of the nodes that do not fuse it, the scoring network ``(W_1, b_1, w_2, b_2)``, the zero
-    leaf ``(p,)``."""
+    """What one sequence takes from the parameters: the stacked rows ``((n+1) p, p)`` of all
+    layout tuples' ``L`` and ``R``, their biases ``(n+1, p)`` and the scoring network
+    ``(W_1, b_1, w_2, b_2)``."""
 
-    projections: dict[int, tuple[Tensor, Tensor | None]]
+    weight: dict[str, Tensor]
     bias: Tensor
     scoring: tuple[Tensor, Tensor, Tensor, Tensor]
-    zero: Tensor
 
 
 class RRNNGRUCell(_TupleModule):
-    r"""One step of RRNN-GRU (paper, Sec. 5; SPEC §6): the GRU tree
+    r"""One step of RRNN-GRU (paper, Sec. 5): the GRU tree
 
     .. math::
         r_t = \sigma(L x_t + R h_{t-1} + b), \; z_t = \sigma(\cdot), \;
         \tilde h_t = \tanh(L x_t + R (r_t \odot h_{t-1}) + b), \;
         h_t = z_t \odot h_{t-1} + (1 - z_t) \odot \tilde h_t
 
-    where each of the nodes ``r``, ``z``, ``h~`` picks its tuple ``(L, R, b)`` among the
-    ``n_tuples`` trainable ones by the score ``alpha`` of its candidate vectors (hard, soft
-    or straight-through); the identity nodes use the fixed ``(I, I, 0)``.
+    in which every node computes ``u(o(L_r c_i, R_r c_j) + b_r)`` and "the only dynamic
+    component is the choice of the tuple ``(L_r, R_r, b_r)`` to use on each pair of
+    parent-child nodes" (the paper): a choosing node scores the candidate of each tuple it
+    may use with ``alpha`` and picks (hard), mixes by ``softmax(alpha / tau)`` (soft) or both
+    (straight-through).
 
-    How it is computed: every value that a trainable node reads is projected once by all the
-    tuples' matrices it is read through (``x``: ``[L_1..L_n]``, with the biases fused into the
-    ``addmm``; ``h`` and ``r * h``: ``[R_1..R_n]``), giving the ``n`` candidates of a node as
-    one ``(B, n, p)`` elementwise op; ``x``'s projection is made for all steps at once by
-    :class:`RRNNGRU`. Nodes with the same children, op and activation compute the same vector
-    and are computed once: in this tree ``r`` and ``z`` have the same candidates
-    ``sigma(L_k x + R_k h + b_k)`` and the same scores, so ``r_t = z_t`` (and the two nodes
-    ``r * h``, ``z * h`` are one).
+    Placements (``placement``):
+
+    - ``flexible`` (the paper's and its authors' model): ``r`` and ``z`` use the fixed,
+      distinct tuples 0 and 1; each of the six other nodes (``r * h``, ``h~``, ``1 - z``,
+      ``(1 - z) * h~``, ``z * h``, ``h_t``) chooses among all tuples, the identity tuple
+      ``(I, I, 0)`` included.
+    - ``gates`` (an ablation): ``r``, ``z``, ``h~`` choose among the trainable tuples, the
+      other nodes use the fixed identity tuple. ``r`` and ``z`` then have the same candidates
+      and the same scores, so ``r_t = z_t`` at every step: a weaker cell than the GRU.
+
+    Args:
+        hidden_size: ``p``.
+        n_tuples: trainable tuples ``(L_r, R_r, b_r)`` (``flexible`` needs at least 2).
+        scoring_hidden: hidden width of ``alpha``.
+        mode, tau: the choice mode and the softmax temperature.
+        placement: ``flexible`` or ``gates``.
+        identity_trainable: ``flexible`` only: the identity tuple is a trainable tuple
+            initialised at ``(I, I, 0)`` (its authors trained it), else fixed.
+
+    How it is computed: each value a node reads is projected once by the stacked matrices of
+    all tuples (``[L_0..L_n]`` or ``[R_0..R_n]``, one matmul; ``x`` for the whole sequence
+    at once by :class:`RRNNGRU`), so the candidates of a node are one ``(B, k, p)``
+    elementwise op; nodes that compute the same vector are computed once.
 
     Shape:
         - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
           :class:`SearchTrace` over the ``gru`` tree (fixed ``left``/``right``/``op``/``act``,
-          chosen ``tuple_pos``; fixed nodes have ``best_score`` 0, ``second_score`` -inf).
+          ``tuple_pos`` the layout tuple of every node; fixed nodes have ``best_score`` 0 and
+          ``second_score`` -inf).
     """
 
     def __init__(self, hidden_size: int = 100, n_tuples: int = 3, scoring_hidden: int = 64,
-                 mode: str = "soft", tau: float = 1.0) -> None:
+                 mode: str = "soft", tau: float = 1.0, placement: str = "flexible",
+                 identity_trainable: bool = False) -> None:
         super().__init__()
-        layout = _tuple_layout(n_tuples)
-        self._init_tuples(layout, hidden_size)
+        if placement not in PLACEMENTS:
+            raise CellGraphError(f"unknown RRNN-GRU placement {placement!r} (known: {', '.join(PLACEMENTS)})")
+        if placement == "flexible" and n_tuples < 2:
+            raise CellGraphError(f"RRNN-GRU placement 'flexible' fixes r and z to tuples 0 and 1: "
+                                 f"n_tuples must be at least 2, got {n_tuples}")
+        if identity_trainable and placement != "flexible":
+            raise CellGraphError("identity_trainable needs placement 'flexible' (with 'gates' the "
+                                 "identity nodes have no choice to make)")
+        layout = _tuple_layout(n_tuples, identity_trainable)
+        self._init_tuples(layout, hidden_size, identity=(n_tuples,) if identity_trainable else ())
         self.mode, self.tau, self.states = _check_mode(mode), tau, ("h",)
+        self.placement, self.identity_trainable = placement, identity_trainable
         self.scoring = _scoring_net(hidden_size, scoring_hidden)
         gru = target("gru")
         self.space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,),
                                  gru.spaces[0].n_iterations)
+        self._nodes = self._plan(gru, n_tuples)
+        self.choosing_nodes = tuple(k for k, node in enumerate(self._nodes) if len(node.tuples) > 1)
+        self._sides = {c: tuple(side for side, child in (("L", "left"), ("R", "right"))
+                                if any(getattr(node, child) == c for node in self._nodes if node.same is None))
+                       for c in {v for node in self._nodes for v in (node.left, node.right)}}
+        self._zeros = {i for i, leaf in enumerate(self.space.leaves) if leaf.role is Role.CONST
+                       and not torch_ops.constant(leaf, hidden_size, torch.float64).any()}
+        fixed = torch.tensor([[n.left for n in self._nodes], [n.right for n in self._nodes],
+                              [self.space.ops.index(e.op) for e in gru.graph.internal_nodes()],
+                              [self.space.activations.index(e.act) for e in gru.graph.internal_nodes()],
+                              [n.tuples[0] for n in self._nodes]])
+        self.register_buffer("_fixed", fixed, persistent=False)
+        self.register_buffer("_choosing", torch.tensor(self.choosing_nodes, dtype=torch.long), persistent=False)
+
+    def _plan(self, gru, n_tuples: int) -> tuple[_GRUNode, ...]:
+        """The nodes of the ``gru`` tree with the tuples each may use under the placement."""
         identity = gru.layout.identity_indices
         index = {leaf: i for i, leaf in enumerate(self.space.leaves)}
-        plan = []
-        for node in gru.graph.internal_nodes():
-            plan.append((index[node.left], index[node.right], self.space.ops.index(node.op),
-                         self.space.activations.index(node.act), node.tuple not in identity))
-            index[node] = len(index)
-        self._plan = tuple(plan)
-        self.trainable_nodes = tuple(k for k, step in enumerate(plan) if step[4])
-        self._compile()
-
-    def _compile(self) -> None:
-        """The nodes (:class:`_GRUNode`), which sides of which values are projected, which
-        projections fuse the bias, and the fixed columns of the trace."""
-        n_leaves, n = len(self.space.leaves), len(self.layout.trainable_indices)
-        zeros = {i for i, leaf in enumerate(self.space.leaves) if leaf.role is Role.CONST
-                 and not torch_ops.constant(leaf, self.hidden_size, torch.float64).any()}
-        same: list[int] = list(range(n_leaves))  # value index -> index of its first computation
+        same = list(range(len(index)))  # value index -> index of its first computation
         seen: dict[tuple, int] = {}
-        sides: dict[int, list[str]] = {}
-        unfused: set[int] = set()  # values read as left child by a non-additive trainable node
-        for k, (i, j, o, u, trainable) in enumerate(self._plan):
-            i, j = same[i], same[j]
-            same.append(seen.setdefault((i, j, o, u, trainable), n_leaves + k))
-            if trainable and same[-1] == n_leaves + k:
-                for child, side in ((i, "L"), (j, "R")):
-                    if side not in sides.setdefault(child, []):
-                        sides[child].append(side)
-                if not torch_ops.is_additive(self.space.ops[o]):
-                    unfused.add(i)
         nodes = []
-        for k, (i, j, o, u, trainable) in enumerate(self._plan):
-            i, j, op = same[i], same[j], self.space.ops[o]
-            first = same[n_leaves + k] == n_leaves + k
-            additive = torch_ops.is_additive(op)
-            if first and not trainable and additive and (i in zeros or j in zeros):
-                i, j, fn = (j, j, None) if i in zeros else (i, i, None)
+        for k, node in enumerate(gru.graph.internal_nodes()):
+            if self.placement == "flexible":
+                tuples = range(node.tuple, node.tuple + 1) if node.tuple in (0, 1) else range(n_tuples + 1)
             else:
-                fn = torch_ops.op(op)
-            nodes.append(_GRUNode(None if first else same[n_leaves + k], fn,
-                                  torch_ops.activation(self.space.activations[u]), i, j, trainable,
-                                  trainable and (not additive or i in unfused)))
-        self._nodes = tuple(nodes)
-        self._sides = {c: tuple(s) for c, s in sides.items()}
-        self._fused = {c for c, s in sides.items() if "L" in s and c not in unfused}
-        self._sources = tuple(same[n_leaves + k] for k in self.trainable_nodes)
-        fixed = torch.tensor([[step[q] for step in self._plan] for q in (0, 1, 2, 3)])
-        self.register_buffer("_fixed", fixed, persistent=False)
-        self.register_buffer("_trainable", torch.tensor(self.trainable_nodes, dtype=torch.long),
-                             persistent=False)
+                tuples = range(n_tuples, n_tuples + 1) if node.tuple in identity else range(n_tuples)
+            i, j = same[index[node.left]], same[index[node.right]]
+            here = len(index)
+            same.append(seen.setdefault((i, j, node.op, node.act, tuples), here))
+            index[node] = here
+            nodes.append(_GRUNode(None if same[here] == here else same[here], i, j,
+                                  torch_ops.op(node.op), torch_ops.activation(node.act), tuples))
+        return tuple(nodes)
 
     def scoring_parameters(self) -> list[nn.Parameter]:
         return list(self.scoring.parameters())
 
     def prepare(self) -> _GRUParams:
-        """The stacked projection matrices ``[L_1..L_n]`` / ``[R_1..R_n]`` ``(n p, p)`` of
-        every projected value (with ``b`` fused where it can be), for one sequence."""
-        n, p = self.weight_L.shape[:2]
-        mats = {"L": self.weight_L.reshape(n * p, p), "R": self.weight_R.reshape(n * p, p)}
-        b = self.bias.reshape(n * p)
-        projections = {}
-        for c, sides in self._sides.items():
-            W = mats[sides[0]] if len(sides) == 1 else torch.cat([mats[s] for s in sides])
-            bias = None
-            if c in self._fused:
-                bias = torch.cat([b if s == "L" else torch.zeros_like(b) for s in sides]) if len(sides) > 1 else b
-            projections[c] = (W, bias)
+        """The stacked ``[L_0..L_n]``, ``[R_0..R_n]`` ``((n+1) p, p)`` of all layout tuples and
+        their biases, for one sequence."""
+        L, R, b = self.layout_tuples()
+        p = self.hidden_size
         first, _, last = self.scoring
-        zero_vector = torch_ops.constant(zero, p, self.bias.dtype, self.bias.device)
-        return _GRUParams(projections, self.bias, (first.weight, first.bias, last.weight, last.bias), zero_vector)
+        return _GRUParams({"L": L.reshape(-1, p), "R": R.reshape(-1, p)}, b,
+                          (first.weight, first.bias, last.weight, last.bias))
 
     def project(self, c: int, value: Tensor, params: _GRUParams) -> dict[str, Tensor]:
-        """Value ``c`` (``(..., p)``) through its stacked matrices: side -> ``(..., n, p)``."""
-        W, bias = params.projections[c]
-        sides = self._sides[c]
-        out = F.linear(value, W, bias).unflatten(-1, (len(sides), self.weight_L.shape[0], self.hidden_size))
-        return dict(zip(sides, out.unbind(-3)))
+        """Value ``c`` (``(..., p)``) through the stacked matrices of its sides: side ->
+        ``(..., n + 1, p)`` (zeros for the zero leaf)."""
+        shape = (*value.shape[:-1], len(self.layout), self.hidden_size)
+        if c in self._zeros:
+            zeros = value.new_zeros(()).expand(shape)
+            return {side: zeros for side in self._sides[c]}
+        return {side: F.linear(value, params.weight[side]).view(shape) for side in self._sides[c]}
 
     def project_input(self, input: Tensor, params: _GRUParams) -> list[dict[str, Tensor]]:
-        """The projections of ``x`` for every step of ``input (T, B, p)``, one matmul."""
-        if 0 not in self._sides:
-            return [{} for _ in input]
+        """The projections of ``x`` for every step of ``input (T, B, p)``, one matmul per side."""
         sides = self.project(0, input, params)
         return [dict(zip(sides, blocks)) for blocks in zip(*(v.unbind(0) for v in sides.values()))]
 
     def choices(self, trace: SearchTrace) -> Tensor:
-        """``(B, n_trainable_nodes)`` the tuple chosen at each trainable node (for ``N_e``)."""
-        return trace.tuple_pos[:, list(self.trainable_nodes)]
+        """``(B, n_choosing_nodes)`` the tuple chosen at each choosing node (for ``N_e``)."""
+        return trace.tuple_pos[:, list(self.choosing_nodes)]
 
     def forward(self, x: Tensor, state: Tensor | None = None, params: _GRUParams | None = None,
                 x_proj: dict[str, Tensor] | None = None, traces: bool = True
@@ -415,56 +424,58 @@ class RRNNGRUCell(_TupleModule):
         ``traces=False`` returns no trace (and soft mode then ranks no candidates)."""
         params = self.prepare() if params is None else params
         B, p = x.shape
-        vals = [x, x.new_zeros(B, p) if state is None else state, params.zero.expand(B, p)]
+        vals = [x, x.new_zeros(B, p) if state is None else state, x.new_zeros(B, p)]
         proj = {} if x_proj is None else {0: x_proj}
-        chosen: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-        for node in self._nodes:
+        ranked: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
+        for k, node in enumerate(self._nodes):
             if node.same is not None:
                 vals.append(vals[node.same])
-            elif not node.trainable:
-                vals.append(node.act(vals[node.left] if node.op is None else node.op(vals[node.left], vals[node.right])))
-            else:
-                for c in (node.left, node.right):
-                    if c not in proj:
-                        proj[c] = self.project(c, vals[c], params)
-                pre = node.op(proj[node.left]["L"], proj[node.right]["R"])
-                value, chosen[len(vals)] = self._choose(node.act(pre + params.bias if node.add_bias else pre),
-                                                        params, traces)
-                vals.append(value)
-        return vals[-1], ([self._trace(vals, chosen)] if traces else [])
+                continue
+            for c in (node.left, node.right):
+                if c not in proj:
+                    proj[c] = self.project(c, vals[c], params)
+            r = slice(node.tuples.start, node.tuples.stop)
+            cands = node.act(node.op(proj[node.left]["L"][:, r], proj[node.right]["R"][:, r]) + params.bias[r])
+            if len(node.tuples) == 1:
+                vals.append(cands[:, 0])
+                continue
+            value, ranked[len(vals)] = self._choose(cands, params, traces)
+            vals.append(value)
+        return vals[-1], ([self._trace(vals, ranked)] if traces else [])
 
     def _choose(self, cands: Tensor, params: _GRUParams, traced: bool
                 ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
-        """The node's vector from its candidates ``(B, n, p)`` by their scores ``alpha``, and
-        ``(choice, best score, second score)`` when ranked."""
+        """The node's vector from its candidates ``(B, k, p)`` by their scores ``alpha``, and
+        ``(choice among the k, best score, second score)`` when ranked."""
         W1, b1, w2, b2 = params.scoring
-        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, n)
+        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, k)
         soft = None
         if self.mode != "hard":
             weights = torch.softmax(scores if self.tau == 1 else scores / self.tau, 1)
             soft = torch.bmm(weights[:, None], cands)[:, 0]
             if self.mode == "soft" and not traced:
                 return soft, None
-        n = scores.shape[1]
-        top = scores.detach().topk(min(2, n), 1).indices
+        top = scores.detach().topk(2, 1).indices
         choice = top[:, 0]
         hard = torch.take_along_dim(cands, choice[:, None, None], 1)[:, 0]
-        ranked = scores.gather(1, top)
-        second = ranked[:, 1] if n > 1 else torch.full_like(ranked[:, 0], -torch.inf)
+        best, second = scores.gather(1, top).unbind(1)
         value = hard if soft is None else soft if self.mode == "soft" else hard + (soft - soft.detach())
-        return value, (choice, ranked[:, 0], second)
+        return value, (choice, best, second)
 
-    def _trace(self, vals: list[Tensor], chosen: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
-        """The step's :class:`SearchTrace` from the values and each trainable node's ranking."""
-        B = vals[0].shape[0]
-        choice, best, second = (torch.stack(column, 1) for column in zip(*(chosen[s] for s in self._sources)))
-        fixed = self._fixed.expand(B, -1, -1).clone().unbind(1)  # the trace's own memory
-        n_nodes, identity = len(self._plan), len(self.layout.trainable_indices)
-        best_full = best.new_zeros(B, n_nodes).index_copy(1, self._trainable, best)
-        second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._trainable, second)
-        tuple_pos = choice.new_full((B, n_nodes), identity).index_copy_(1, self._trainable, choice)
-        return SearchTrace(self.space, "h", torch.stack(vals, 1), fixed[0], fixed[1], tuple_pos,
-                           fixed[2], fixed[3], best_full, second_full)
+    def _trace(self, vals: list[Tensor], ranked: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
+        """The step's :class:`SearchTrace` from the values and each choosing node's ranking."""
+        B, n_leaves = vals[0].shape[0], len(self.space.leaves)
+        source = [n_leaves + k if node.same is None else node.same for k, node in enumerate(self._nodes)]
+        choice, best, second = (torch.stack(column, 1) for column in
+                                zip(*(ranked[source[k]] for k in self.choosing_nodes)))
+        left, right, op, act, tuple_pos = self._fixed.expand(B, -1, -1).clone().unbind(1)  # own memory
+        start = torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes], device=choice.device)
+        tuple_pos.index_copy_(1, self._choosing, choice + start)
+        n_nodes = len(self._nodes)
+        best_full = best.new_zeros(B, n_nodes).index_copy(1, self._choosing, best)
+        second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._choosing, second)
+        return SearchTrace(self.space, "h", torch.stack(vals, 1), left, right, tuple_pos, op, act,
+                           best_full, second_full)
 
 
 class RRNNGRU(_Sequence):

@@ -33,6 +33,11 @@ Work saved, results unchanged:
 The block function (candidates and their scores) can run through ``torch.compile``
 (``search(..., compile=True)``); where compilation fails it warns once and runs eagerly.
 
+Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
+every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
+batch and the features of its slot (``batch``) or over its features (``sample``), before it is
+scored; the affine shortcut above is then off (every activation is materialised).
+
 Choice modes (SPEC §3): ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
 vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
 recorded structure is the argmax) and ``straight-through`` (forward hard, backward soft).
@@ -50,7 +55,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch._functorch import config as functorch_config
 
-from cellgraph.algorithm2 import EXCLUSION_TOL, TIE_RTOL
+from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, TIE_RTOL
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
@@ -79,10 +84,12 @@ class _Plan:
     act_pos: tuple[int, ...]
 
     @staticmethod
-    def of(space: SearchSpace) -> "_Plan":
+    def of(space: SearchSpace, materialize: bool = False) -> "_Plan":
+        """``materialize``: hold every activation as non-affine (computed and scored in full),
+        as candidate normalisation needs."""
         nonlinear, affine = [], []
         for pos, name in enumerate(space.activations):
-            coef = torch_ops.affine(name)
+            coef = None if materialize else torch_ops.affine(name)
             (nonlinear if coef is None else affine).append((pos, name, coef))
         return _Plan(
             ops=tuple(torch_ops.op(o) for o in space.ops),
@@ -118,6 +125,8 @@ class SearchParams:
         affine_a, affine_c: ``(n_a,)`` the ``a``, ``c`` of the affine activations.
         scale, offset: ``(n_a, 1, 1, 1)`` the ``a`` and ``(n_a, 1, 1, H)`` the
             ``c W1 1 + b1``: the first layer of an affine activation is ``a W1 z + offset``.
+        norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`);
+            with one, every activation is materialised (no affine shortcut).
     """
 
     space: SearchSpace
@@ -133,17 +142,21 @@ class SearchParams:
     affine_c: Tensor
     scale: Tensor
     offset: Tensor
+    norm: str = "none"
 
 
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
-            W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> SearchParams:
+            W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none") -> SearchParams:
     """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
     rewrite ``alpha`` (``W1 (H, p)``, ``b1 (H,)``, ``w2 (H,)``, ``b2 ()``) in its sigmoid
-    form and precompute the projection matrix of the run (all differentiable)."""
+    form and precompute the projection matrix of the run (all differentiable). ``norm``: the
+    candidate normalisation."""
+    if norm not in CANDIDATE_NORMS:
+        raise CellGraphError(f"unknown candidate_norm {norm!r} (known: {', '.join(CANDIDATE_NORMS)})")
     idx = torch.tensor(space.tuples, device=L.device)
     Ls, Rs, bs = L[idx], R[idx], b[idx]
     p = L.shape[-1]
-    plan = _Plan.of(space)
+    plan = _Plan.of(space, materialize=norm != "none")
     W1s, b1s, w2 = 2.0 * W1, 2.0 * b1, w2.reshape(-1)
     rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
     if plan.shortcut:
@@ -151,7 +164,7 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     a, c = (torch.tensor(v, dtype=W1.dtype, device=W1.device) for v in (plan.affine_a, plan.affine_c))
     return SearchParams(
         space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
-        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1s.sum(1) + b1s,
+        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1s.sum(1) + b1s, norm,
     )
 
 
@@ -244,6 +257,10 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
     scores, Vn = [], None
     if plan.nonlinear:
         Vn = torch.stack([u(Z) for u in plan.nonlinear], 1)
+        if w.norm != "none":  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
+            dims = (0, -1) if w.norm == "batch" else (-1,)
+            var, mean = torch.var_mean(Vn, dims, correction=0, keepdim=True)
+            Vn = (Vn - mean) * torch.rsqrt(var + NORM_EPS)
         h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
         scores.append((h1 @ w.w2).view(B, -1))
     if plan.affine:

@@ -50,10 +50,11 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
     if config.model == "rrnn":
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
-                    states=states, batch_norm=config.batch_norm, compile=config.compile)
+                    states=states, candidate_norm=config.candidate_norm, compile=config.compile)
     if config.model == "rrnn-gru":
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
-                       mode=config.mode, tau=config.tau)
+                       mode=config.mode, tau=config.tau, placement=config.placement,
+                       identity_trainable=config.identity_trainable)
     return GRUBaseline(p) if config.model == "gru" else LSTMBaseline(p)
 
 
@@ -124,7 +125,7 @@ class TaskModel(nn.Module):
         return self.core.cell.scoring_parameters()
 
     def choices(self, traces: Traces) -> Tensor:
-        """RRNN-GRU: ``(B, T, n_trainable_nodes)`` tuple chosen at each node and step."""
+        """RRNN-GRU: ``(B, T, n_choosing_nodes)`` tuple chosen at each choosing node and step."""
         if self.model_name != "rrnn-gru":
             raise CellGraphError(f"choices: only rrnn-gru has tuple choices, not {self.model_name!r}")
         return torch.stack([self.core.cell.choices(step[0]) for step in traces], 1)
@@ -142,6 +143,11 @@ class TaskModel(nn.Module):
             yield
         finally:
             cell.mode = old
+
+    def set_tau(self, tau: float) -> None:
+        """Set the softmax temperature of the core's soft choices (no effect on the baselines)."""
+        if self.structured:
+            self.core.cell.tau = tau
 
     def cell(self, traces: Traces, t: int, b: int) -> MultiCell:
         """The cell sample ``b`` used at step ``t``."""

@@ -4,10 +4,12 @@ baselines (paper, Sec. 5 and Appendix "Details of Experimental Study"; SPEC §4,
 :func:`train` minimises Eq. 5 with Adam,
 
 .. math::
-    L = \lambda_1 \overline{CE}(y_t, q_t) + \lambda_2 \tfrac1B \sum_{b,t,i} \min_{Iso} TD
-      + \lambda_3 \tfrac1B \sum_{b,t,i,k} m(N^t_{k,i}) + \lambda_4 \sum \|\phi\|^2
+    L = \tfrac1B \sum_b \Big( \lambda_{task} \sum_t CE(y_{b,t}, q_{b,t})
+      + \lambda_{td} \sum_{t,i} \min_{Iso} TD + \lambda_{margin} \sum_{t,i,k} m(N^t_{k,i}) \Big)
+      + \lambda_{l2} \sum \|\phi\|^2
 
-(the baselines: ``lambda_2 = lambda_3 = 0``), with gradient clipping, RRNN-GRU's alternating
+(the baselines: ``lambda_td = lambda_margin = 0``; a classification task has one CE term per
+sequence), with gradient clipping, RRNN-GRU's alternating
 phases (tuples / scoring network every ``alternate_every`` epochs; embedding and output layer
 always train), early stopping on the validation metric, and a run folder
 (:mod:`cellgraph.runs`): ``config.json``, ``env.json``, ``metrics.jsonl`` (keys of
@@ -50,7 +52,7 @@ from torch.nn import functional as F
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch_distributed import Distributed, share
-from cellgraph.backends.torch_loss import LossTerms, RRNNLoss, td_loss
+from cellgraph.backends.torch_loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
 from cellgraph.config import TrainConfig, load_run_config
@@ -83,10 +85,20 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
 
 
 def task_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, int, int]:
-    """Mean cross-entropy in nats, number of predictions, number correct."""
+    """``(B,)`` each sample's cross-entropy in nats summed over its predictions (Eq. 5's task
+    term), the number of predictions, the number correct."""
     flat, gold = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     correct = int((flat.detach().argmax(-1) == gold).sum())
-    return F.cross_entropy(flat, gold), gold.numel(), correct
+    per_sample = F.cross_entropy(flat, gold, reduction="none").view(targets.shape[0], -1).sum(1)
+    return per_sample, gold.numel(), correct
+
+
+def tau_at(config: TrainConfig, progress: float) -> float:
+    """The softmax temperature after ``progress`` (0..1) of training: ``tau``, or with
+    ``tau_end > 0`` annealed geometrically, ``tau (tau_end / tau) ** progress``."""
+    if not config.tau_end:
+        return config.tau
+    return config.tau * (config.tau_end / config.tau) ** min(max(progress, 0.0), 1.0)
 
 
 def _metric(dataset: Dataset, nats: float, correct: int, n: int) -> float:
@@ -135,7 +147,7 @@ def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True) 
 
 
 def _targets(config: TrainConfig, dataset: Dataset) -> SelfTargets | TeacherTargets | None:
-    if config.model not in ("rrnn", "rrnn-gru") or not config.lambda2:
+    if config.model not in ("rrnn", "rrnn-gru") or not config.lambda_td:
         return None
     if config.teacher:
         return TeacherTargets.from_run(config.teacher, config, len(dataset.vocab), dataset.n_classes,
@@ -145,8 +157,8 @@ def _targets(config: TrainConfig, dataset: Dataset) -> SelfTargets | TeacherTarg
 
 def _loss(config: TrainConfig) -> RRNNLoss:
     structured = config.model in ("rrnn", "rrnn-gru")
-    return RRNNLoss(config.lambda1, config.lambda2 if structured else 0.0,
-                    config.lambda3 if structured else 0.0, config.lambda4, config.margin, config.iso)
+    return RRNNLoss(config.lambda_task, config.lambda_td if structured else 0.0,
+                    config.lambda_margin if structured else 0.0, config.lambda_l2, config.margin, config.iso)
 
 
 def _chunks(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
@@ -185,7 +197,7 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
         for _, tokens, targets in _batches(data, parts):
             logits, _ = model(tokens)
             loss, count, right = task_loss(logits, targets)
-            nats, correct, n = nats + float(loss) * count, correct + right, n + count
+            nats, correct, n = nats + float(loss.sum()), correct + right, n + count
     nats, correct, n = dist.sum([nats, correct, n])
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
@@ -368,7 +380,7 @@ class _Objective(nn.Module):
         terms = self.loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (),
                              list(model.parameters()))
         choices = model.choices(traces) if model.model_name == "rrnn-gru" else None
-        return _Step(terms.total * factor, terms, float(ce.detach()), count, right, choices)
+        return _Step(terms.total * factor, terms, float(ce.detach().sum()) / count, count, right, choices)
 
 
 def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
@@ -379,7 +391,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     _set_phase(model, phase)
     model.train()
     # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
-    objective = dist.wrap(_Objective(model, loss_fn, targets), find_unused=not loss_fn.lambda4)
+    objective = dist.wrap(_Objective(model, loss_fn, targets), find_unused=not loss_fn.weights["l2"])
     order = epoch_order(config.seed, epoch, len(dataset.train))
     parts, factors = zip(*_shares(order, config.batch_size, dist))
     params = list(model.parameters())
@@ -388,10 +400,11 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     nats = correct = n = good = bad_in_row = skipped = 0
     choices = None
     if model.model_name == "rrnn-gru":
-        shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.trainable_nodes))
+        shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
         choices = torch.full(shape, -1, dtype=torch.int16)
     bar = _progress(len(parts), f"epoch {epoch}", dist.writes)
     for step, ((index, tokens, gold), factor) in enumerate(zip(_batches(dataset.train, parts), factors), 1):
+        model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
         out = objective(tokens, gold, factor)
         if choices is not None and factor:
             choices[index] = out.choices.to(choices.dtype)
@@ -432,9 +445,11 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
         "phase": phase, "bad_steps": skipped,
     }
-    lambdas = {"task": config.lambda1, "td": loss_fn.lambda2, "margin": loss_fn.lambda3, "l2": config.lambda4}
-    for key in ("task", "td", "margin", "l2"):
-        record[f"loss_{key}"] = sums[key] / good if good and lambdas[key] else None
+    if model.structured and config.tau_end:
+        record["tau"] = tau_at(config, epoch / config.epochs)
+    model.set_tau(tau_at(config, epoch / config.epochs))  # evaluation: the temperature reached
+    for key in TERMS:  # the weighted terms of Eq. 5, each the epoch mean over its steps
+        record[f"loss_{key}"] = sums[key] / good if good and loss_fn.weights[key] else None
     record["loss_total"] = sums["total"] / good if good else None
     if choices is not None:
         choices = dist.max(choices)  # each rank filled its own samples' rows, -1 elsewhere
@@ -456,6 +471,21 @@ def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str,
     early = ckpt["early"]
     return _State(ckpt["epoch"], early["best"], early["best_epoch"], early["bad_epochs"],
                   early["bad_steps"], ckpt["choices"])
+
+
+def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
+    """A warning when an auxiliary term of an epoch's ``record`` (weighted, absolute value)
+    is more than ``factor`` times the weighted task term, naming the weight to lower."""
+    task = record.get("loss_task")
+    aux = [(abs(record[f"loss_{k}"]), k) for k in TERMS[1:] if record.get(f"loss_{k}") is not None]
+    if not task or not aux:
+        return None
+    value, key = max(aux)
+    if value <= factor * abs(task):
+        return None
+    return (f"warning: the weighted {key} term ({value:.4g}) is {value / abs(task):.0f}x the task term "
+            f"({abs(task):.4g}) after epoch {record['epoch']}; it drives training: lower "
+            f"{WEIGHT_KEYS[key]}")
 
 
 def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -> str:
@@ -510,6 +540,9 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
         log(f"resuming {out_dir} after epoch {state.epoch}")
     if dist.writes:
         run.truncate_metrics(state.epoch)
+        if state.epoch == 0 and model.structured:  # where the search starts: the untrained cells
+            model.set_tau(tau_at(config, 0.0))
+            write_json(run.path / "structures" / "epoch_000.json", structure_log(model, dataset, config, 0))
     metric = dataset.metric
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
         start = time.perf_counter()
@@ -528,6 +561,8 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
         if structures is not None:
             record["target_share"] = structures["target_share"]
         log(_summary(record, metric, config.epochs, improved))
+        if state.epoch == 1 and (warning := outweighed(record)):
+            log(warning)
         if dist.writes:
             run.append_metrics(record)
             if structures is not None:
@@ -546,6 +581,7 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
             targets, world_size: int, log: Log) -> dict[str, Any]:
     best = load_latest(run.checkpoints / "best.pt", log)
     model.load_state_dict(best["model"])
+    model.set_tau(tau_at(config, best["epoch"] / config.epochs))
     metric = dataset.metric
     final: dict[str, Any] = {
         "metric": metric,
@@ -580,6 +616,7 @@ def _load_run(run_dir: str | Path, checkpoint: str = "best") -> tuple[TrainConfi
     model = build_model(config, dataset, pretrained=False)
     state = load_latest(run.checkpoints / f"{checkpoint}.pt")
     model.load_state_dict(state["model"])
+    model.set_tau(tau_at(config, state["epoch"] / config.epochs))
     return config, dataset, model, state["epoch"]
 
 

@@ -43,6 +43,9 @@ from typing import Iterator
 __all__ = [
     "EXCLUSION_TOL",
     "TIE_RTOL",
+    "CANDIDATE_NORMS",
+    "NORM_EPS",
+    "normalize",
     "tie_tolerance",
     "candidate_key",
     "pairs",
@@ -54,6 +57,25 @@ EXCLUSION_TOL = 1e-9
 
 #: Relative tolerance under which two scores are a tie (resolved by :func:`candidate_key`).
 TIE_RTOL = 1e-12
+
+
+#: Candidate normalisation (an option of the full RRNN; its authors' "batch normalization"):
+#: ``none``; ``batch``: every candidate slot of an iteration is normalised with the mean and
+#: (biased) variance of its entries over the batch and the features, no running statistics,
+#: the same in training and evaluation (the authors' ``BatchNorm1d(affine=False,
+#: track_running_stats=False)`` over the candidates); ``sample``: the same statistics over the
+#: features of each sample's candidate alone (the batch-of-one case, so a sample's cell does
+#: not depend on the other samples of its batch). The normalised vector ``(v - mean) /
+#: sqrt(var + NORM_EPS)`` is what is scored, excluded, mixed and propagated.
+CANDIDATE_NORMS = ("none", "batch", "sample")
+NORM_EPS = 1e-5
+
+
+def normalize(v, axis=-1):
+    """``(v - mean) / sqrt(var + NORM_EPS)`` over ``axis`` (numpy arrays)."""
+    mean = v.mean(axis=axis, keepdims=True)
+    var = ((v - mean) ** 2).mean(axis=axis, keepdims=True)
+    return (v - mean) / (var + NORM_EPS) ** 0.5
 
 
 def tie_tolerance(best_score: float) -> float:

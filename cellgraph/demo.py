@@ -34,7 +34,7 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
 # OpenMP threads per process spin against each other (measured: 20x slower).
 SHARED = {
     "task": "planted", "hidden_size": 16, "batch_size": 32, "epochs": 4, "patience": 4,
-    "max_train": 384, "max_eval": 128, "lambda2": 1e-2, "lambda3": 1e-3, "lambda4": 1e-6,
+    "max_train": 384, "max_eval": 128, "lambda_td": 1e-2, "lambda_margin": 1e-3, "lambda_l2": 1e-6,
     "log_structures": 32, "num_threads": 1,
 }
 

@@ -37,11 +37,6 @@ def test_recompute_rrnn_gru_gradients():
     assert all(torch.equal(a, b) for a, b in zip(grads[False], grads[True]))
 
 
-def test_recompute_with_batch_norm_is_an_error():
-    with pytest.raises(CellGraphError, match="recompute=True with batch_norm"):
-        RRNN(4, 1, 2, scoring_hidden=3, batch_norm=True, recompute=True)
-
-
 def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--threads", "1", "--json", str(out)]) == 0

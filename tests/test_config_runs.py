@@ -11,10 +11,10 @@ from cellgraph.runs import RunDir, atomic_write, read_json
 def test_layers_apply_in_order(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text("lr = 0.01\nepochs = 4\n")
-    cfg = resolve_config("paper-wiki10k-rrnn-gru", toml, parse_set(["epochs=2", "batch_norm=true"]))
+    cfg = resolve_config("paper-wiki10k-rrnn-gru", toml, parse_set(["epochs=2", "identity_trainable=true"]))
     assert cfg.model == "rrnn-gru" and cfg.batch_size == 128  # preset
     assert cfg.lr == 0.01  # file over preset
-    assert cfg.epochs == 2 and cfg.batch_norm is True  # --set over file
+    assert cfg.epochs == 2 and cfg.identity_trainable is True  # --set over file
 
 
 def test_every_preset_resolves():

@@ -81,7 +81,7 @@ def _close(a, b) -> bool:
 @pytest.mark.parametrize("settings", [
     {"model": "gru"},
     # alternating phases rebuild the DDP wrapper; hard search without L2 leaves tuples unused
-    {"model": "rrnn-gru", "alternate_every": 1, "mode": "hard", "lambda4": 0.0},
+    {"model": "rrnn-gru", "alternate_every": 1, "mode": "hard", "lambda_l2": 0.0},
 ], ids=["gru", "rrnn-gru"])
 def test_two_processes_follow_one(tmp_path, settings):
     """A real ``torchrun --nproc_per_node 2 -m cellgraph train`` against one process: the same
@@ -150,8 +150,8 @@ def test_scaled_shards_average_to_the_one_process_gradient(world):
     """What DDP computes, by hand: the mean over ranks of each rank's gradient of its scaled
     loss is the gradient of the whole batch's Eq. 5 (all four terms), for shards of unequal
     size and a rank with only a stand-in sample."""
-    config = TrainConfig(**{**TINY, "model": "rrnn", "n_iterations": 3, "lambda2": 0.5, "lambda3": 0.5,
-                            "lambda4": 1e-2})
+    config = TrainConfig(**{**TINY, "model": "rrnn", "n_iterations": 3, "lambda_td": 0.5, "lambda_margin": 0.5,
+                            "lambda_l2": 1e-2})
     torch_train._seed(0)
     dataset = torch_train.load_data(config)
     model = torch_train.build_model(config, dataset)

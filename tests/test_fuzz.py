@@ -222,8 +222,8 @@ DOC_KEYS = ("format", "version", "layout", "states", "state", "tree", "nodes", "
             "vector", "op", "act", "tuple", "children", "edges", "id", "name", "L", "R", "b", "identity")
 
 TOML_SEEDS = (
-    b'task = "sst"\nmodel = "gru"\nepochs = 3\nlr = 0.01\nbatch_norm = true\nglove = "g.txt"\n',
-    b'[train]\nmodel = "rrnn-gru"\nalternate_every = 2\nlambda2 = 1e-3\ntau = 0.5\nmode = "hard"\n',
+    b'task = "sst"\nmodel = "gru"\nepochs = 3\nlr = 0.01\nidentity_trainable = true\nglove = "g.txt"\n',
+    b'[train]\nmodel = "rrnn-gru"\nalternate_every = 2\nlambda_td = 1e-3\ntau = 0.5\nmode = "hard"\n',
     b"seed = 7\n",
 )
 SST_LINES = (
@@ -317,7 +317,7 @@ def fuzz_config_file(data: st.DataObject, files: Files) -> None:
 
 setting_items = st.one_of(
     st.builds(lambda k, v: f"{k}={v}",
-              st.sampled_from(("epochs", "lr", "task", "model", "mode", "batch_norm", "tau", "seed",
+              st.sampled_from(("epochs", "lr", "task", "model", "mode", "identity_trainable", "tau", "seed",
                                "margin", "clip", "nope", "")),
               st.sampled_from(("3", "-1", "0", "1e-3", "nan", "inf", "true", "maybe", "sst", "gru",
                                "soft", "", "=", "1_000", " 2 ", "0x10", "1e999"))
@@ -633,7 +633,7 @@ def test_config_value_errors_name_the_file_that_set_them(tmp_path):
 
 
 @pytest.mark.parametrize("item", ["seed=-1", "data_seed=-2", "eval_batch_size=0", "alternate_every=-1",
-                                  "patience=-1", "num_threads=-1", "log_structures=-1", "lambda2=-0.5"])
+                                  "patience=-1", "num_threads=-1", "log_structures=-1", "lambda_td=-0.5"])
 def test_settings_no_run_could_use_are_rejected(item):
     with pytest.raises(FormatError, match=f"--set: {item.split('=')[0]}: invalid value"):
         resolve_config(overrides=parse_set([item]))

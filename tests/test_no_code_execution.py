@@ -148,7 +148,7 @@ def test_a_config_full_of_code_stays_data(tmp_path):
     toml.write_text(f"glove = {json.dumps(code)}\nteacher = {json.dumps(code)}\n")
     assert load_toml(toml)["glove"] == code
     assert resolve_config(config_file=toml).teacher == code
-    for item in (f"epochs={code}", "epochs=2*3", "lr=1/1000", f"batch_norm={code}", "seed=0x10"):
+    for item in (f"epochs={code}", "epochs=2*3", "lr=1/1000", f"identity_trainable={code}", "seed=0x10"):
         with pytest.raises(FormatError):
             resolve_config(overrides=parse_set([item]))
     assert not marker.exists()

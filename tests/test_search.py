@@ -63,7 +63,7 @@ def test_two_workers_complete_every_slot_once(shared):
     assert all(0 <= t.value <= 1 for t in trials)
     assert all((folder / "trials" / f"slot-{i:04d}" / "final.json").is_file() for i in range(6))
     # lr was given with --set: fixed, not searched
-    assert all(set(t.params) == {"batch_size", "lambda4"} for t in trials)
+    assert all(set(t.params) == {"batch_size", "lambda_l2"} for t in trials)
     assert "fixed by --set: lr=0.01" in outputs[0]
     workers = {t.user_attrs["worker"] for t in trials}
     assert len(workers) == 2, f"one worker ran every trial: {workers}"
@@ -163,11 +163,11 @@ def test_draws_are_seeded_and_in_range():
 
 
 def test_search_space_messages():
-    assert set(hpo.search_space("gru", "wiki", ["lr", "epochs"])) == {"batch_size", "lambda4"}
+    assert set(hpo.search_space("gru", "wiki", ["lr", "epochs"])) == {"batch_size", "lambda_l2"}
     with pytest.raises(CellGraphError, match="no search ranges for gru on planted .*gru on sst"):
         hpo.search_space("gru", "planted", [])
     with pytest.raises(CellGraphError, match="nothing is left to search"):
-        hpo.search_space("gru", "sst", ["lr", "batch_size", "lambda4"])
+        hpo.search_space("gru", "sst", ["lr", "batch_size", "lambda_l2"])
 
 
 def test_joining_with_other_settings_is_refused(tmp_path):

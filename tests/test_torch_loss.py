@@ -239,53 +239,61 @@ def _loss_inputs():
 
 
 def test_rrnn_loss_composes_eq5_over_steps_and_runs():
+    """Eq. 5's reduction: per sample the sum over steps (and runs) of task, TD and margin, the
+    batch mean of those sums, L2 once; every reported term is weighted and they add up."""
     traces, tv, trees, params, best = _loss_inputs()
-    task = torch.tensor(0.7)  # float32 task loss with float64 structure terms
-    loss = RRNNLoss(lambda1=1.0, lambda2=0.1, lambda3=0.01, lambda4=0.001, margin=0.5, iso=True)
+    task = torch.tensor([0.7, 1.3])  # (B,) per-sample task sums, float32 beside float64 structure terms
+    loss = RRNNLoss(lambda_task=2.0, lambda_td=0.1, lambda_margin=0.01, lambda_l2=0.001, margin=0.5, iso=True)
     out = loss(task, traces, tv, trees, params)
-    td_ref = sum(td_loss(tr, v, t) for step, vs in zip(traces, tv) for tr, v, t in zip(step, vs, trees)).mean()
-    margin_ref = sum(margin_loss(tr, 0.5) for step in traces for tr in step).mean()
-    assert out.task == pytest.approx(0.7)
-    assert out.td == pytest.approx(td_ref.item()) and out.margin == pytest.approx(margin_ref.item())
-    assert out.l2 == pytest.approx(5.0)
-    assert out.total.item() == pytest.approx(0.7 + 0.1 * out.td + 0.01 * out.margin + 0.001 * 5.0)
+    per_sample_td = sum(td_loss(tr, v, t) for step, vs in zip(traces, tv) for tr, v, t in zip(step, vs, trees))
+    per_sample_margin = sum(margin_loss(tr, 0.5) for step in traces for tr in step)
+    assert per_sample_td.shape == per_sample_margin.shape == (2,)
+    assert out.task == pytest.approx(2.0 * 1.0)
+    assert out.td == pytest.approx(0.1 * per_sample_td.mean().item())
+    assert out.margin == pytest.approx(0.01 * per_sample_margin.mean().item())
+    assert out.l2 == pytest.approx(0.001 * 5.0)
+    assert out.total.item() == pytest.approx(out.task + out.td + out.margin + out.l2)
     out.total.backward()
     assert best.grad is not None and params[0].grad is not None
 
 
-@pytest.mark.parametrize("off", ["lambda1", "lambda2", "lambda3", "lambda4"])
+WEIGHTS = dict(lambda_task=1.0, lambda_td=0.1, lambda_margin=0.01, lambda_l2=0.001)
+
+
+@pytest.mark.parametrize("off", list(WEIGHTS))
 def test_rrnn_loss_terms_switch_off(off, monkeypatch):
     traces, tv, trees, params, _ = _loss_inputs()
-    task = torch.tensor(0.7, dtype=torch.float64)
-    lambdas = dict(lambda1=1.0, lambda2=0.1, lambda3=0.01, lambda4=0.001)
-    full = RRNNLoss(**lambdas)(task, traces, tv, trees, params)
-    lambdas[off] = 0.0
+    task = torch.tensor([0.7, 0.2], dtype=torch.float64)
+    weights = dict(WEIGHTS)
+    full = RRNNLoss(**weights)(task, traces, tv, trees, params)
+    weights[off] = 0.0
 
     def boom(*args, **kwargs):
         raise AssertionError("a switched-off term was computed")
 
-    name = {"lambda1": None, "lambda2": "td_loss", "lambda3": "margin_loss", "lambda4": "l2_loss"}[off]
+    name = {"lambda_task": None, "lambda_td": "td_loss", "lambda_margin": "margin_loss", "lambda_l2": "l2_loss"}[off]
     if name is not None:
         monkeypatch.setattr(torch_loss, name, boom)
-    out = RRNNLoss(**lambdas)(task, traces, tv, trees, params)
-    field = {"lambda1": "task", "lambda2": "td", "lambda3": "margin", "lambda4": "l2"}[off]
+    out = RRNNLoss(**weights)(task, traces, tv, trees, params)
+    field = {"lambda_task": "task", "lambda_td": "td", "lambda_margin": "margin", "lambda_l2": "l2"}[off]
     assert getattr(out, field) is None
-    weight = {"lambda1": 1.0, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.001}[off]
-    assert out.total.item() == pytest.approx(full.total.item() - weight * getattr(full, field))
+    assert out.total.item() == pytest.approx(full.total.item() - getattr(full, field))
 
 
 def test_rrnn_loss_needs_its_inputs():
     traces, tv, trees, params, _ = _loss_inputs()
     with pytest.raises(CellGraphError, match="task loss"):
         RRNNLoss()(None, traces, tv, trees, params)
+    with pytest.raises(CellGraphError, match="per-sample task loss"):
+        RRNNLoss()(torch.tensor(2.0), traces, tv, trees, params)  # a scalar is not (B,)
     with pytest.raises(CellGraphError, match="target vectors"):
-        RRNNLoss(lambda1=0)(None, traces, None, trees, params)
+        RRNNLoss(lambda_task=0)(None, traces, None, trees, params)
     with pytest.raises(CellGraphError, match="one of each per run"):
-        RRNNLoss(lambda1=0)(None, traces, tv, trees[:1], params)
+        RRNNLoss(lambda_task=0)(None, traces, tv, trees[:1], params)
     with pytest.raises(CellGraphError, match="switched off"):
         RRNNLoss(0, 0, 0, 0)(None)
-    only_task = RRNNLoss(1, 0, 0, 0)(torch.tensor(2.0))
-    assert only_task.total.item() == 2.0 and only_task.td is None
+    only_task = RRNNLoss(1, 0, 0, 0)(torch.tensor([2.0, 4.0]))
+    assert only_task.total.item() == 3.0 and only_task.td is None
 
 
 def test_td_loss_on_an_rrnn_search_with_the_self_target():

@@ -131,10 +131,11 @@ def test_rrnn_gru_tree_is_the_gru_and_choices_are_recorded():
         graph = trace.graph(b)
         shape = lambda e: (e.op, e.act, [shape(c) for c in e.children]) if not e.is_leaf else e.name  # noqa: E731
         assert shape(graph.root) == shape(gru.root)
-    choices = model.cell.choices(trace)
-    assert choices.shape == (4, 3) and choices.min() >= 0 and choices.max() < 3
-    fixed = [k for k in range(8) if k not in model.cell.trainable_nodes]
-    assert (trace.tuple_pos[:, fixed] == 3).all() and torch.isneginf(trace.second_score[:, fixed]).all()
+    choices = model.cell.choices(trace)  # flexible placement: 6 nodes choose among 3 tuples + identity
+    assert choices.shape == (4, 6) and choices.min() >= 0 and choices.max() <= 3
+    fixed = [k for k in range(8) if k not in model.cell.choosing_nodes]  # r and z: tuples 0 and 1
+    assert sorted(trace.tuple_pos[0, fixed].tolist()) == [0, 1]
+    assert torch.isneginf(trace.second_score[:, fixed]).all()
     tuple_ids = {id(p) for p in model.tuple_parameters()}
     scoring_ids = {id(p) for p in model.scoring_parameters()}
     assert not tuple_ids & scoring_ids

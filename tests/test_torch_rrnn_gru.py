@@ -1,6 +1,7 @@
-"""RRNN-GRU's batched step (stacked projections, x projected for the whole sequence, fused
-biases, repeated nodes computed once) against the equations of the paper computed literally,
-tuple by tuple and node by node, and a finite-difference gradient check."""
+"""RRNN-GRU's batched step (stacked projections, x projected for the whole sequence, repeated
+nodes computed once) against the equations of the paper computed literally, tuple by tuple
+and node by node, for both placements of the weight tuples, and a finite-difference gradient
+check."""
 
 from __future__ import annotations
 
@@ -9,45 +10,76 @@ import torch
 
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_rrnn import RRNNGRU
+from cellgraph.errors import CellGraphError
 from cellgraph.expr import h, x, zero
 from cellgraph.targets import target
 
 P, N, T = 4, 3, 6
 
 
+def _allowed(node, placement: str) -> list[int]:
+    """The tuples a node of the paper's GRU tree may use, written from the definitions:
+    flexible: r -> tuple 0, z -> tuple 1, every other node any of the N trainable tuples or
+    the identity (index N); gates: r, z, h~ any trainable tuple, the rest the identity."""
+    gru = target("gru")
+    trainable = node.tuple not in gru.layout.identity_indices
+    if placement == "flexible":
+        return [node.tuple] if node.tuple in (0, 1) else list(range(N + 1))
+    return list(range(N)) if trainable else [N]
+
+
+def _tuples(cell):
+    eye = torch.eye(P, dtype=cell.weight_L.dtype)
+    if cell.identity_trainable:
+        return list(zip(cell.weight_L, cell.weight_R, cell.bias))
+    return list(zip(cell.weight_L, cell.weight_R, cell.bias)) + [(eye, eye, torch.zeros(P, dtype=eye.dtype))]
+
+
 def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
-    """The GRU tree node by node; each trainable node scores ``u(o(L_k c_i, R_k c_j) + b_k)``
-    for every tuple ``k`` separately with the scoring module, then mixes or picks."""
+    """The GRU tree node by node; each choosing node scores ``u(o(L_k c_i, R_k c_j) + b_k)``
+    for every allowed tuple ``k`` separately with the scoring module, then mixes or picks."""
     gru = target("gru")
     B = x_t.shape[0]
+    tuples = _tuples(cell)
     values = {x: x_t, h: h_prev, zero: torch.zeros_like(x_t)}
     columns = []
     for node in gru.graph.internal_nodes():
         op, act = torch_ops.op(node.op), torch_ops.activation(node.act)
         a, b = values[node.left], values[node.right]
-        if node.tuple in gru.layout.identity_indices:
-            values[node] = act(op(a, b))
-            columns.append((torch.full((B,), N), torch.zeros(B, dtype=a.dtype), torch.full((B,), -torch.inf)))
+        allowed = _allowed(node, cell.placement)
+        cands = [act(op(a @ tuples[k][0].T, b @ tuples[k][1].T) + tuples[k][2]) for k in allowed]
+        if len(allowed) == 1:
+            values[node] = cands[0]
+            columns.append((torch.full((B,), allowed[0]), torch.zeros(B, dtype=a.dtype), torch.full((B,), -torch.inf)))
             continue
-        cands = [act(op(a @ cell.weight_L[k].T, b @ cell.weight_R[k].T) + cell.bias[k]) for k in range(N)]
         scores = torch.stack([cell.scoring(c)[:, 0] for c in cands], 1)
         ranked = scores.detach().argsort(1, descending=True)
         hard = torch.stack([cands[k][s] for s, k in enumerate(ranked[:, 0].tolist())])
         weights = torch.softmax(scores / cell.tau, 1)
-        soft = sum(weights[:, k, None] * cands[k] for k in range(N))
+        soft = sum(weights[:, k, None] * cands[k] for k in range(len(allowed)))
         values[node] = {"hard": hard, "soft": soft, "straight-through": hard + (soft - soft.detach())}[mode]
-        columns.append((ranked[:, 0], scores.gather(1, ranked[:, :1])[:, 0], scores.gather(1, ranked[:, 1:2])[:, 0]))
+        chosen = torch.tensor(allowed)[ranked[:, 0]]
+        columns.append((chosen, scores.gather(1, ranked[:, :1])[:, 0], scores.gather(1, ranked[:, 1:2])[:, 0]))
     vectors = torch.stack([values[leaf] for leaf in (x, h, zero)]
                           + [values[n] for n in gru.graph.internal_nodes()], 1)
     return values[gru.graph.root], vectors, [torch.stack(c, 1) for c in zip(*columns)]
 
 
+PLACEMENTS = [("flexible", False), ("flexible", True), ("gates", False)]
+
+
+@pytest.mark.parametrize("placement, identity_trainable", PLACEMENTS)
 @pytest.mark.parametrize("mode", ["soft", "hard", "straight-through"])
 @pytest.mark.parametrize("recompute, B", [(False, 5), (True, 5), (False, 1)])
-def test_step_equals_the_literal_equations_values_traces_and_gradients(mode, recompute, B):
+def test_step_equals_the_literal_equations_values_traces_and_gradients(placement, identity_trainable, mode,
+                                                                       recompute, B):
     """Batch 1 too: every step's trace keeps its own choices."""
     torch.manual_seed(0)
-    model = RRNNGRU(P, N, scoring_hidden=6, mode=mode, tau=0.7, recompute=recompute).double()
+    model = RRNNGRU(P, N, scoring_hidden=6, mode=mode, tau=0.7, recompute=recompute, placement=placement,
+                    identity_trainable=identity_trainable).double()
+    if identity_trainable:  # move the identity tuple away from (I, I, 0): it trains
+        with torch.no_grad():
+            model.cell.weight_L[-1].add_(0.1 * torch.randn(P, P, dtype=torch.float64))
     inputs = torch.randn(T, B, P, dtype=torch.float64)
     weights = torch.randn(T, B, P, dtype=torch.float64)
     output, h_T, traces = model(inputs)
@@ -97,9 +129,47 @@ def test_the_cell_alone_projects_x_itself():
     assert none == []
 
 
-def test_gradcheck_soft_mode():
+def _r_and_z(trace):
+    """The vectors of the nodes r and z (positions of the gru tree's tuple-0 and tuple-1 nodes)."""
+    gru = target("gru")
+    pos = {node.tuple: 3 + k for k, node in enumerate(gru.graph.internal_nodes()) if node.tuple in (0, 1)}
+    return trace.vectors[:, pos[0]], trace.vectors[:, pos[1]]
+
+
+def test_flexible_r_and_z_differ_gates_ties_them():
+    """The paper's model has r != z on random weights; the gates-only reading makes them equal
+    (same candidates, same scores)."""
+    for placement in ("flexible", "gates"):
+        torch.manual_seed(4)
+        model = RRNNGRU(P, N, scoring_hidden=6, mode="hard", placement=placement)
+        _, _, traces = model(torch.randn(T, 5, P))
+        r, z = _r_and_z(traces[-1][0])
+        assert torch.equal(r, z) is (placement == "gates")
+
+
+def test_flexible_nodes_choose_the_identity_tuple_too():
+    """Across a batch every choosing node of the flexible placement picks the identity tuple
+    somewhere: it is a candidate (a fixed-identity model would never show index N)."""
+    torch.manual_seed(5)
+    model = RRNNGRU(P, N, scoring_hidden=6, mode="hard")
+    _, _, traces = model(torch.randn(T, 64, P))
+    chosen = torch.stack([model.cell.choices(tr[0]) for tr in traces])
+    assert model.cell.choosing_nodes and (chosen == N).any() and (chosen < N).any()
+
+
+def test_bad_placements_are_errors():
+    with pytest.raises(CellGraphError, match="unknown RRNN-GRU placement"):
+        RRNNGRU(P, N, placement="everywhere")
+    with pytest.raises(CellGraphError, match="n_tuples must be at least 2"):
+        RRNNGRU(P, 1)
+    with pytest.raises(CellGraphError, match="identity_trainable needs placement 'flexible'"):
+        RRNNGRU(P, N, placement="gates", identity_trainable=True)
+
+
+@pytest.mark.parametrize("placement", ["flexible", "gates"])
+def test_gradcheck_soft_mode(placement):
     torch.manual_seed(2)
-    model = RRNNGRU(3, 2, scoring_hidden=3, mode="soft").double()
+    model = RRNNGRU(3, 2, scoring_hidden=3, mode="soft", placement=placement).double()
     names = [n for n, _ in model.named_parameters()]
 
     def run(inputs, h0, *params):

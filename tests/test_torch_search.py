@@ -33,10 +33,10 @@ def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
     return params, alpha, np.stack([X, Hs, np.zeros((B, p))], 1)
 
 
-def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0):
+def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none"):
     L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
     W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
-    return search(prepare(space, L, R, b, W1, b1, w2, b2), torch.tensor(leaf_values), mode, tau)
+    return search(prepare(space, L, R, b, W1, b1, w2, b2, norm), torch.tensor(leaf_values), mode, tau)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -70,6 +70,53 @@ def test_hard_search_matches_numpy_reference(seed, p, B, n_iterations, weights, 
         np.testing.assert_array_equal(np.isneginf(second), np.isnan(ref.second_scores))
         mask = ~np.isnan(ref.second_scores)
         np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4))
+def test_sample_normalised_search_matches_numpy_reference(seed, p, B, n_iterations):
+    """candidate_norm='sample': every candidate normalised over its features, in both backends."""
+    space = _space(n_iterations)
+    params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
+    trace = _torch_search(space, params, alpha, leaf_values, norm="sample")
+    for b in range(B):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
+                        candidate_norm="sample")
+        assert trace.graph(b) == CellGraph(ref.root, "h")
+        want = np.stack([ref.vectors[e] for e in (*space.leaves, *ref.chosen)])
+        np.testing.assert_allclose(trace.vectors[b].numpy(), want, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
+        chosen = want[len(space.leaves):]
+        np.testing.assert_allclose(chosen.mean(-1), 0, atol=1e-10)  # normalised nodes
+
+
+def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_batch():
+    """candidate_norm='batch': the first chosen node of every sample is its candidate
+    ``u(o(L_r c_i, R_r c_j) + b_r)`` normalised with the mean and variance of that candidate
+    slot over the whole batch and the features (computed here literally)."""
+    from cellgraph.algorithm2 import NORM_EPS
+    from cellgraph.backends.numpy_eval import combine, numpy_activation, numpy_op
+
+    space = _space(1)
+    params, alpha, leaf_values = _case(7, 4, 5, 3, "normal", "random")
+    trace = _torch_search(space, params, alpha, leaf_values, norm="batch")
+    for b in range(5):
+        i, j, r, o, u = (int(t[b, 0]) for t in (trace.left, trace.right, trace.tuple_pos, trace.op_pos, trace.act_pos))
+        slot = np.stack([combine(params[space.tuples[r]], numpy_op(space.ops[o]), numpy_activation(space.activations[u]),
+                                 leaf_values[s, i], leaf_values[s, j]) for s in range(5)])
+        want = (slot[b] - slot.mean()) / np.sqrt(slot.var() + NORM_EPS)
+        np.testing.assert_allclose(trace.vectors[b, 3].numpy(), want, rtol=1e-10, atol=1e-10)
+    alone = _torch_search(space, params, alpha, leaf_values[:1], norm="batch")
+    assert not torch.allclose(alone.vectors[0, 3], trace.vectors[0, 3])  # batch statistics matter
+
+
+def test_unknown_candidate_norm_is_an_error():
+    with pytest.raises(CellGraphError, match="unknown candidate_norm"):
+        _torch_search(_space(1), *_case(0, 2, 1, 3, "normal", "random"), norm="layer")
+    with pytest.raises(CellGraphError, match="candidate_norm 'batch' is not one of none, sample"):
+        space = _space(1)
+        params, alpha, leaves = _case(0, 2, 1, 3, "normal", "random")
+        np_search(space, params, dict(zip(space.leaves, leaves[0])), mlp_alpha(*alpha), candidate_norm="batch")
 
 
 def test_exclusion_and_ties_are_exercised():
