@@ -61,7 +61,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
-from cellgraph.runlog import METRICS, structure_summary
+from cellgraph.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.jsonio import dump_cell
 from cellgraph.runs import RunDir, write_json
 from cellgraph.targets import Target, target
@@ -257,10 +257,13 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
                     continue
                 forms[key] = {"canonical": key, "count": 1, **structure_summary(cell.output.unfold()),
                               "is_target": shape_form(cell, layout) == target_form,
+                              "identity_chain": is_identity_chain(cell, layout),
                               "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
     ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
     share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
-    return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share, "forms": ranked}
+    chains = sum(f["count"] for f in ranked if f["identity_chain"]) / max(n_cells, 1)
+    return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share,
+            "identity_chain_share": chains, "forms": ranked}
 
 
 @torch.no_grad()
@@ -488,6 +491,23 @@ def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
             f"{WEIGHT_KEYS[key]}")
 
 
+def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
+    """A warning when a language model's hard-search metric (bits per token) is far from its
+    soft-search one (more than 1 bit, or 10x) or above the uniform baseline ``log2(V)``."""
+    metric = final["metric"]
+    if metric not in ("bpc", "perplexity"):
+        return None
+    bits = (lambda v: v) if metric == "bpc" else (lambda v: math.log2(v) if v > 0 else math.inf)  # noqa: E731
+    hard, soft = bits(final[f"val_{metric}_hard"]), bits(final[f"val_{metric}_soft"])
+    uniform = math.log2(vocab_size)
+    if math.isfinite(hard) and hard <= uniform and hard - soft <= 1.0:
+        return None
+    return (f"warning: the hard search (Algorithm 2's argmax) gives val {metric} "
+            f"{final[f'val_{metric}_hard']:.4g} against {final[f'val_{metric}_soft']:.4g} with the soft "
+            f"mixture (uniform guessing: {uniform:.2f} bits per token): the argmax cells do not compute what "
+            f"training optimised; see candidate_norm, tau_end and mode=straight-through")
+
+
 def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -> str:
     parts = [f"epoch {record['epoch']}/{epochs}"]
     if record[f"train_{metric}"] is not None:
@@ -584,20 +604,33 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
     model.set_tau(tau_at(config, best["epoch"] / config.epochs))
     metric = dataset.metric
     final: dict[str, Any] = {
-        "metric": metric,
+        "metric": metric, "eval_mode": config.eval_mode,
         f"val_{metric}": evaluate(model, dataset, "val", config)[metric],
         f"test_{metric}": evaluate(model, dataset, "test", config)[metric],
+    }
+    if model.structured:  # the same checkpoint scored with both searches
+        for mode in ("hard", "soft"):
+            for split in ("val", "test"):
+                final[f"{split}_{metric}_{mode}"] = final[f"{split}_{metric}"] if mode == config.eval_mode \
+                    else evaluate(model, dataset, split, config.replace(eval_mode=mode))[metric]
+    final.update({
         "best_epoch": best["epoch"], "epochs_run": state.epoch,
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
         "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
         "target_provider": None if targets is None else targets.name, "world_size": world_size,
-    }
+    })
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source
     if config.task == "planted" and model.structured:
         final["recovery"] = structure_recovery(model, dataset, config)
     log(f"best epoch {final['best_epoch']}: val {metric} {final[f'val_{metric}']:.4f}, "
-        f"test {metric} {final[f'test_{metric}']:.4f}")
+        f"test {metric} {final[f'test_{metric}']:.4f} ({config.eval_mode} search)")
+    if model.structured:
+        other = "soft" if config.eval_mode == "hard" else "hard"
+        log(f"  {other} search: val {metric} {final[f'val_{metric}_{other}']:.4f}, "
+            f"test {metric} {final[f'test_{metric}_{other}']:.4f}")
+        if warning := hard_search_warning(final, len(dataset.vocab)):
+            log(warning)
     run.write_final(final)
     return final
 

@@ -45,6 +45,16 @@ def metric_name(task: str) -> str:
     return METRICS[task][0]
 
 
+def is_identity_chain(cell, layout) -> bool:
+    """Whether every generated node of ``cell`` (a :class:`~cellgraph.graph.MultiCell`) is
+    ``c_i + c_j`` through the identity tuple ``(I, I, 0)`` and the identity activation: the
+    state is then a plain sum of leaves (e.g. ``h_t = h_{t-1} + k x_t``), the cell an
+    untrained search builds most often rather than a discovery."""
+    identity = layout.identity_indices
+    return all(node.op == "add" and node.act == "identity" and node.tuple in identity
+               for graph in cell for node in graph.internal_nodes())
+
+
 def structure_summary(tree) -> dict[str, Any]:
     """Depth, size and balance of an unfolded :class:`~cellgraph.tree.Tree`."""
     depths = tree.leaf_depths()

@@ -15,3 +15,6 @@ def test_quick_demo_runs_every_step(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "plots" / "learning_curves.png").exists()
     assert any((tmp_path / name).exists() for name in ("discovered_cell.svg", "discovered_cell.dot"))
     assert "c_1 = " in out or "h_t = " in out
+    # the starting point is shown beside the trained cell, with the identity-chain verdict
+    assert "before training (epoch 0)" in out and "after training (epoch 1)" in out
+    assert out.count("identity chain") >= 2 and "test soft" in out

@@ -85,3 +85,19 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
+
+
+def test_identity_chain_is_every_node_an_identity_addition():
+    from cellgraph.expr import Node, h, x, zero
+    from cellgraph.graph import CellGraph, MultiCell
+    from cellgraph.runlog import is_identity_chain
+    from cellgraph.targets import target
+
+    gru = target("gru")
+    identity = next(iter(gru.layout.identity_indices))
+    chain = Node("add", "identity", identity, Node("add", "identity", identity, h, x), x)
+    assert is_identity_chain(MultiCell((CellGraph(chain, "h"),)), gru.layout)
+    for node in (Node("add", "tanh", identity, chain, zero), Node("mul", "identity", identity, chain, x),
+                 Node("add", "identity", 0, chain, x)):
+        assert not is_identity_chain(MultiCell((CellGraph(node, "h"),)), gru.layout)
+    assert not is_identity_chain(gru.cell, gru.layout)
