@@ -123,7 +123,7 @@ class _Progress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=label, unit="B", unit_scale=True,
-                            unit_divisor=1024, file=stream, leave=False)
+                            unit_divisor=1024, file=stream, leave=True)
         else:
             start = f"resuming at {initial:,} of" if initial else "downloading"
             print(f"{label}: {start} {total:,} bytes", file=stream, flush=True)
