@@ -27,6 +27,7 @@ from cellgraph.errors import CellGraphError
 
 __all__ = [
     "DATA_ENV",
+    "DATA_DIR_HELP",
     "FETCH_NAMES",
     "cache_dir",
     "fetch_command",
@@ -42,6 +43,11 @@ __all__ = [
 
 #: Environment variable naming the data folder.
 DATA_ENV = "CELLGRAPH_DATA"
+
+#: The ``--data`` help of the commands that read data.
+DATA_DIR_HELP = ("data folder (default: $CELLGRAPH_DATA if set, else the first of ~/.cache/cellgraph, where "
+                 "`cellgraph data fetch` stores data sets, and ../shared/data relative to the working directory "
+                 "that holds the data set)")
 
 #: Data set (task or ``glove``) -> the ``cellgraph data fetch`` name of its files.
 FETCH_NAMES: dict[str, str] = {"wiki": "wiki", "wiki5k": "wiki", "ptb": "ptb", "sst": "sst", "glove": "glove"}

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-DATA_HELP = ("data folder (default: $CELLGRAPH_DATA, else ~/.cache/cellgraph where `cellgraph data fetch` "
-             "stores files, else ../shared/data relative to the working directory)")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
+    from cellgraph.datadir import DATA_DIR_HELP
     from cellgraph.fetch import DATA_URL_ENV, SOURCES
 
     p = sub.add_parser(
@@ -18,8 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "($CELLGRAPH_DATA, else ~/.cache/cellgraph), checks every file's sha256 and resumes an interrupted "
         "download; list shows, per data set, whether the loaders find it, where, and whether its files have "
         "the pinned sha256.",
-        epilog="examples: cellgraph data fetch wiki ptb sst glove; cellgraph data list; "
-        "cellgraph data fetch sst --url http://mirror.example/data",
+        epilog="examples: cellgraph data fetch wiki ptb sst glove; cellgraph data list",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     fetch = actions.add_parser("fetch", help="download data sets (skips files already there)",
@@ -34,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fetch.set_defaults(func=run_fetch)
     listing = actions.add_parser("list", help="show each data set: present or not, where, checksums",
                                  description="Show where the loaders find each data set and check its sha256s.")
-    listing.add_argument("--data", metavar="DIR", default=None, help=DATA_HELP)
+    listing.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     listing.set_defaults(func=run_list)
 
 

@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph train --resume runs/p1",
     )
     from cellgraph.config import MODELS, TASKS
+    from cellgraph.datadir import DATA_DIR_HELP
 
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
     p.add_argument("--model", choices=MODELS, default=None, help="model")
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE.toml", default=None, help="settings from a TOML file")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="one setting (repeatable), e.g. --set epochs=3 --set lr=1e-3")
-    p.add_argument("--data", metavar="DIR", default=None, help="data folder (default: ../shared/data)")
+    p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     p.add_argument("--glove", metavar="FILE", default=None, help="initialise embeddings from GloVe")
     p.add_argument("--teacher", metavar="RUN_DIR", default=None,
                    help="a finished gru run on the same task: its GRU gives the TD target vectors")
