@@ -89,7 +89,7 @@ def test_an_unfinished_download_is_not_data(tmp_path):
 
 
 @real
-def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch):
+def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys):
     from cellgraph.backends.torch_train import train
     from cellgraph.config import TrainConfig
 
@@ -105,6 +105,13 @@ def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch):
     env = json.loads((tmp_path / "run" / "env.json").read_text())
     read = [*(f"sst/{name}" for name in ("dev.txt", "test.txt", "train.txt")), "glove/glove.6B.100d.first2604.txt"]
     assert env["data_sha256"] == {os.path.abspath(DATA / path): sums[os.path.abspath(DATA / path)] for path in read}
+
+    # on a machine that keeps the data elsewhere, --resume takes --data
+    recorded["data_dir"] = str(tmp_path / "moved")
+    (tmp_path / "run" / "config.json").write_text(json.dumps(recorded))
+    assert main(["train", "--resume", str(tmp_path / "run")]) == 2
+    assert f"data folder {tmp_path}/moved (given) does not exist" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "run"), "--data", "data"]) == 0
 
 
 def test_generated_task_records_no_data(tmp_path):
