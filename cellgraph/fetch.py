@@ -2,11 +2,18 @@
 downloaded resumably and put in place only once its checksum matches.
 
 :data:`SOURCES` lists, per ``cellgraph data fetch`` name, the files the loaders expect (their
-path in a data folder), where each comes from and its sha256. The sources are the public
-copies that the development data folder was built from, at pinned commits: enwik8 is the
-first 4,154,064 bytes of a truncated public copy (the loaders accept a prefix; the full file
-is a 100 MB zip at mattmahoney.net), GloVe the first 2,604 lines of ``glove.6B.100d.txt``
-(words missing from it get random vectors), PTB and SST complete.
+path in a data folder), where each comes from and its sha256. The sources are public GitHub
+copies at pinned commits, the ones the project's development data folder was built from:
+
+- ``wiki``: the first 4,154,064 bytes (491 whole pages) of a truncated copy of enwik8, the
+  first 10^8 bytes of the English Wikipedia dump of 2006-03-03 (the Hutter Prize file; the
+  full file is a 100 MB zip at mattmahoney.net; the loaders accept a prefix);
+- ``ptb``: Mikolov's preprocessed Penn Treebank ``ptb.{train,valid,test}.txt`` as shipped
+  with Zaremba et al.'s LSTM code;
+- ``sst``: the Stanford Sentiment Treebank's ``trainDevTestTrees_PTB`` trees (train, dev,
+  test);
+- ``glove``: the first 2,604 lines (most frequent words) of Stanford's ``glove.6B.100d.txt``
+  (the full file is 347 MB; words missing from it get random vectors).
 
 A download (:func:`download`) goes to ``NAME.part`` beside its destination, under an
 exclusive lock. A ``.part`` left by an interrupted download is continued with an HTTP
