@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cellgraph.datadir import DATA_ENV, data_subdir, resolve_data_dir
+from cellgraph.datadir import DATA_ENV, data_subdir, resolve_data_dir  # DATA_ENV, data_subdir: re-exported
 from cellgraph.errors import CellGraphError
 
 __all__ = [
