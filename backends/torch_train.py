@@ -56,6 +56,7 @@ from cellgraph.backends.torch_loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLos
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
 from cellgraph.config import TrainConfig, load_run_config
+from cellgraph.datadir import data_sha256, run_data_dir
 from cellgraph.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
@@ -538,10 +539,12 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
+    config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
     if dist.writes:
         run = RunDir.create(out_dir, resume=resume)
         if not (resume and run.file("config.json").exists()):
-            run.write_config(config.to_dict(), argv, dist.world_size)
+            read = data_sha256(config.task, config.data_dir, config.glove, config.hidden_size)
+            run.write_config(config.to_dict(), argv, dist.world_size, read)
     else:
         run, log = RunDir(out_dir), _quiet
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)

@@ -49,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cellgraph.datasets import Dataset, Split, data_subdir, sample_windows
+from cellgraph.datadir import data_subdir, fetch_command
+from cellgraph.datasets import Dataset, Split, sample_windows
 from cellgraph.errors import CellGraphError, FormatError
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "SST_FIVE_TO_THREE",
     "clean_enwik8",
     "find_enwik8",
+    "find_ptb",
+    "find_sst",
     "read_enwik8",
     "read_ptb",
     "read_sst",
@@ -97,15 +100,18 @@ def clean_enwik8(xml: str) -> str:
 
 def find_enwik8(data_dir: PathLike) -> Path:
     """The enwik8 file in ``data_dir`` (or ``data_dir/enwik8``), or ``data_dir`` if a file:
-    ``enwik8``, else ``enwik8.zip``, else the first ``enwik8-prefix-*``."""
+    ``enwik8``, else ``enwik8.zip``, else the first ``enwik8-prefix-*`` (not a ``.part`` file
+    of an unfinished download)."""
     base = data_subdir(data_dir, "enwik8")
     if base.is_file():
         return base
-    for candidate in [base / "enwik8", base / "enwik8.zip", *sorted(base.glob("enwik8-prefix-*"))]:
+    prefixes = sorted(p for p in base.glob("enwik8-prefix-*") if p.suffix != ".part")
+    for candidate in [base / "enwik8", base / "enwik8.zip", *prefixes]:
         if candidate.is_file():
             return candidate
     raise CellGraphError(
-        f"wiki: no enwik8 file in {base} (expected enwik8, enwik8.zip or enwik8-prefix-*)"
+        f"wiki: no enwik8 file in {base} (expected enwik8, enwik8.zip or enwik8-prefix-*; "
+        f"`{fetch_command('wiki')}` downloads it)"
     )
 
 
@@ -167,6 +173,12 @@ def load_wiki(
 PTB_FILES = {"train": "ptb.train.txt", "val": "ptb.valid.txt", "test": "ptb.test.txt"}
 
 
+def find_ptb(data_dir: PathLike) -> dict[str, Path]:
+    """Split -> path of Mikolov's ``ptb.{train,valid,test}.txt`` in ``data_dir`` (or ``data_dir/ptb``)."""
+    base = data_subdir(data_dir, "ptb")
+    return {k: _require(base / f, "ptb", "Mikolov's ptb.{train,valid,test}.txt") for k, f in PTB_FILES.items()}
+
+
 def read_ptb(path: PathLike) -> tuple[str, ...]:
     """The tokens of a Mikolov PTB file, ``<eos>`` after every line."""
     return _ptb_tokens(_stamp(path))
@@ -194,8 +206,7 @@ def load_ptb(
     """Random disjoint ``seq_len``-word sequences (targets: the next words) of PTB, each
     split from its own file."""
     base = data_subdir(data_dir, "ptb")
-    paths = {k: _require(base / f, "ptb", "Mikolov's ptb.{train,valid,test}.txt")
-             for k, f in PTB_FILES.items()}
+    paths = find_ptb(data_dir)
     tokens = {k: read_ptb(p) for k, p in paths.items()}
     counts = Counter(tokens["train"])
     extra = sorted(set(tokens["val"] + tokens["test"]) - counts.keys())
@@ -216,6 +227,16 @@ def load_ptb(
 # --- SST -------------------------------------------------------------------------------
 
 SST_FILES = {"train": "train.txt", "val": "dev.txt", "test": "test.txt"}
+
+
+def find_sst(data_dir: PathLike) -> dict[str, Path]:
+    """Split -> path of the SST trees ``train.txt``, ``dev.txt``, ``test.txt`` in ``data_dir``
+    (or ``data_dir/sst``)."""
+    base = data_subdir(data_dir, "sst")
+    expected = "the SST trees train.txt, dev.txt, test.txt"
+    return {k: _require(base / f, "sst", expected) for k, f in SST_FILES.items()}
+
+
 _SST_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _SST_BRACKETS = {"-LRB-": "(", "-RRB-": ")"}
 _BACKSLASH_ESCAPE = re.compile(r"\\(.)")
@@ -315,8 +336,7 @@ def load_sst(
     """SST, 3 classes: all train sentences in random order (or a random ``n_train``), ``n_val`` from
     ``dev.txt`` and ``n_test`` from ``test.txt`` at random, left-padded to ``seq_len``."""
     base = data_subdir(data_dir, "sst")
-    paths = {k: _require(base / f, "sst", "the SST trees train.txt, dev.txt, test.txt")
-             for k, f in SST_FILES.items()}
+    paths = find_sst(data_dir)
     pools = {
         k: [(line, SST_FIVE_TO_THREE[label], [_sst_token(t, lowercase) for t in tokens])
             for line, (label, tokens) in enumerate(read_sst(p))]
@@ -370,7 +390,8 @@ def _draw(pool: list, n: int, rng: np.random.Generator, what: str) -> list:
 
 def _require(path: Path, dataset: str, expected: str) -> Path:
     if not path.is_file():
-        raise CellGraphError(f"{dataset}: missing file {path} (expected {expected})")
+        raise CellGraphError(f"{dataset}: missing file {path} (expected {expected}; "
+                             f"`{fetch_command(dataset)}` downloads them)")
     return path
 
 

@@ -25,8 +25,7 @@ position in :attr:`Split.source`) are disjoint across and within splits; for the
 tasks no input sequence of one split occurs in another.
 
 :func:`load_dataset` is the registry (``wiki``, ``wiki5k``, ``ptb``, ``sst``, ``planted``);
-:func:`resolve_data_dir` finds the data folder (``--data DIR``, else ``$CELLGRAPH_DATA``,
-else ``../shared/data`` next to the repository or the working directory).
+:func:`~cellgraph.datadir.resolve_data_dir` finds the data folder (:mod:`cellgraph.datadir`).
 """
 
 from __future__ import annotations
@@ -35,11 +34,11 @@ import math
 import os
 from dataclasses import dataclass, field
 from importlib import import_module
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from cellgraph.datadir import DATA_ENV, data_subdir, resolve_data_dir  # DATA_ENV, data_subdir: re-exported
 from cellgraph.errors import CellGraphError
 
 __all__ = [
@@ -60,11 +59,6 @@ TASKS: dict[str, tuple[str, ...]] = {
     "classify": ("accuracy",),
     "tag": ("accuracy",),
 }
-
-#: Environment variable naming the data folder.
-DATA_ENV = "CELLGRAPH_DATA"
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -274,34 +268,6 @@ def sample_windows(
     return out
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data folder: ``data_dir`` if given, else ``$CELLGRAPH_DATA``, else the first of
-    ``<repo>/../shared/data`` and ``<cwd>/../shared/data`` that exists."""
-    if data_dir is not None:
-        chosen, how = Path(data_dir), "given"
-    elif os.environ.get(DATA_ENV):
-        chosen, how = Path(os.environ[DATA_ENV]), f"from ${DATA_ENV}"
-    else:
-        candidates = [_REPO_ROOT.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"]
-        for candidate in candidates:
-            if candidate.is_dir():
-                return candidate
-        raise CellGraphError(
-            "no data folder: pass --data DIR, set $" + DATA_ENV + ", or create one of "
-            + ", ".join(str(c) for c in candidates)
-        )
-    if not chosen.exists():
-        raise CellGraphError(f"data folder {chosen} ({how}) does not exist")
-    return chosen
-
-
-def data_subdir(data_dir: str | os.PathLike, name: str) -> Path:
-    """``data_dir/name`` when that folder exists (``data_dir`` is the data root), else
-    ``data_dir`` itself (it already is the data set's folder, or a file)."""
-    base = Path(data_dir)
-    return base / name if (base / name).is_dir() else base
-
-
 #: name -> (module, loader, fixed options). Loaders are imported when used.
 _LOADERS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "wiki": ("cellgraph.data_text", "load_wiki", {}),
@@ -324,7 +290,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, **options
 
     ``options`` go to the loader (``n_train``, ``n_val``, ``n_test``, ``seq_len``, ``seed``,
     and the loader's own: see :mod:`cellgraph.data_text` and :mod:`cellgraph.planted`).
-    ``data_dir`` is resolved by :func:`resolve_data_dir` (not needed for ``planted``).
+    ``data_dir`` is resolved by :func:`~cellgraph.datadir.resolve_data_dir` for the data set (not
+    needed for ``planted``).
     """
     try:
         module, function, fixed = _LOADERS[name]
@@ -336,4 +303,4 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, **options
         raise CellGraphError(f"dataset {name} fixes {sorted(clash)}; use another name to change it")
     if name in _GENERATED:
         return loader(**fixed, **options)
-    return loader(resolve_data_dir(data_dir), **fixed, **options)
+    return loader(resolve_data_dir(data_dir, name), **fixed, **options)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cellgraph.datasets import data_subdir
+from cellgraph.datadir import data_subdir, fetch_command
 from cellgraph.errors import CellGraphError, FormatError
 
 __all__ = ["Embeddings", "find_glove", "load_glove"]
@@ -58,7 +58,8 @@ def find_glove(data_dir: str | os.PathLike, dim: int = 100) -> Path:
         return base
     files = sorted(base.glob(f"glove*{dim}d*.txt")) or sorted(base.glob("glove*.txt"))
     if not files:
-        raise CellGraphError(f"glove: no glove*.txt file in {base} (expected GloVe's text format)")
+        raise CellGraphError(f"glove: no glove*.txt file in {base} (expected GloVe's text format; "
+                             f"`{fetch_command('glove')}` downloads 100-d vectors)")
     return files[0]
 
 

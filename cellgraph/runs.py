@@ -2,8 +2,8 @@
 
 A run folder holds::
 
-    config.json      the resolved TrainConfig
-    env.json         seed, command line, package versions, machine
+    config.json      the resolved TrainConfig (``data_dir``: the data folder actually read)
+    env.json         seed, command line, package versions, machine, sha256 of the data files read
     metrics.jsonl    one JSON object per epoch (appended, flushed and fsynced)
     final.json       final validation and test metrics (keys named after the metric)
     checkpoints/     best and last checkpoints (written by the backend, atomically)
@@ -114,9 +114,10 @@ class RunDir:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
-    def write_config(self, config: dict[str, Any], argv: list[str] | None = None, world_size: int = 1) -> None:
+    def write_config(self, config: dict[str, Any], argv: list[str] | None = None, world_size: int = 1,
+                     data_sha256: dict[str, str] | None = None) -> None:
         """``config.json`` and ``env.json`` (seed, command line, number of training processes,
-        package versions, machine)."""
+        package versions, machine, and ``data_sha256``: path -> sha256 of each data file read)."""
         write_json(self.file("config.json"), config)
         write_json(
             self.file("env.json"),
@@ -126,6 +127,7 @@ class RunDir:
                 "world_size": world_size,
                 "versions": package_versions(),
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+                "data_sha256": dict(data_sha256 or {}),
             },
         )
 

@@ -1,5 +1,8 @@
 """``cellgraph search`` (issue 7): random search with Optuna shared by several workers,
-stale trials re-queued and resumed, failed trials recorded, ``--best --export``."""
+stale trials re-queued and resumed, failed trials recorded, ``--best --export``.
+
+The tests of the shared storage run on SQLite and on a real PostgreSQL server (the
+``postgres`` fixture of ``conftest.py``; skipped where PostgreSQL or psycopg is missing)."""
 
 from __future__ import annotations
 
@@ -25,12 +28,20 @@ FLAGS = ["--task", "planted", "--model", "gru", "--ranges", "sst", "--heartbeat"
          *(arg for item in TINY for arg in ("--set", item))]
 
 
+STORAGES = ["sqlite", "postgresql"]
+
+
 def _search(folder: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "cellgraph", "search", *FLAGS, "--dir", str(folder), *extra]
 
 
-def _study(folder: Path, name: str = "planted-gru") -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=hpo.sqlite_url(folder))
+def _storage(request: pytest.FixtureRequest, folder: Path) -> str:
+    """A new storage of the kind ``request.param``: SQLite in ``folder`` or a PostgreSQL database."""
+    return request.getfixturevalue("postgres").database() if request.param == "postgresql" else hpo.sqlite_url(folder)
+
+
+def _study(url: str, name: str = "planted-gru") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=url)
 
 
 def _base(**changes) -> TrainConfig:
@@ -38,23 +49,31 @@ def _base(**changes) -> TrainConfig:
     return resolve_config(None, None, {"task": "planted", "model": "gru", **sets, **changes})
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory) -> tuple[Path, list[str]]:
-    """Two workers started together on one SQLite storage, 6 trials between them."""
+@pytest.fixture(params=STORAGES)
+def storage_url(request, tmp_path) -> str:
+    """A new storage for one test: SQLite in ``tmp_path``, or a database on the PostgreSQL server."""
+    return _storage(request, tmp_path)
+
+
+@pytest.fixture(scope="module", params=STORAGES)
+def shared(request, tmp_path_factory) -> tuple[Path, list[str], str]:
+    """Two workers started together on one storage, 6 trials between them: the study folder,
+    the workers' outputs and the storage URL."""
     folder = tmp_path_factory.mktemp("shared")
-    workers = [subprocess.Popen(_search(folder, "--trials", "6"), stdout=subprocess.PIPE,
+    url = _storage(request, folder)
+    workers = [subprocess.Popen(_search(folder, "--trials", "6", "--storage", url), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = []
     for worker in workers:
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
         outputs.append(out)
-    return folder, outputs
+    return folder, outputs, url
 
 
 def test_two_workers_complete_every_slot_once(shared):
-    folder, outputs = shared
-    trials = _study(folder).get_trials()
+    folder, outputs, url = shared
+    trials = _study(url).get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
     assert sorted(t.user_attrs["slot"] for t in trials) == list(range(6))
     # each slot's progress line is printed by exactly one worker
@@ -70,11 +89,11 @@ def test_two_workers_complete_every_slot_once(shared):
 
 
 def test_best_export_round_trips_through_resolve_config(shared, tmp_path, capsys):
-    folder, _ = shared
+    folder, _, url = shared
     toml = tmp_path / "best.toml"
-    assert main(["search", "--best", "--dir", str(folder), "--export", str(toml)]) == 0
+    assert main(["search", "--best", "--storage", url, "--export", str(toml)]) == 0
     printed = capsys.readouterr().out
-    study = _study(folder)
+    study = _study(url)
     best = study.best_trial
     assert best.value == max(t.value for t in study.get_trials())
     assert f"best: slot {best.user_attrs['slot']} (trial #{best.number})" in printed
@@ -85,14 +104,15 @@ def test_best_export_round_trips_through_resolve_config(shared, tmp_path, capsys
     assert main(["train", "--config", str(toml), "--set", "num_threads=1", "--out", str(tmp_path / "run")]) == 0
 
 
-def test_stale_trial_is_requeued_and_resumes_its_run(tmp_path):
+def test_stale_trial_is_requeued_and_resumes_its_run(storage_url, tmp_path):
     """Slot 0 is claimed by a 'worker' that trains one of two epochs and dies: the next
     search re-queues it after the grace period and continues the run from its checkpoint."""
     from cellgraph.backends.torch_train import train
 
+    url = storage_url
     base = _base(epochs=2)
     space = hpo.search_space("gru", "sst", ["lr"])
-    storage = hpo.open_storage(hpo.sqlite_url(tmp_path), heartbeat=1, grace=2, retries=3)
+    storage = hpo.open_storage(url, heartbeat=1, grace=2, retries=3)
     hpo.use_folder(tmp_path, "planted-gru")
     study = hpo.open_study(storage, "planted-gru", hpo.make_spec(base, space, 0), 2, out=lambda s: None)
     claimed = hpo._claim(storage, study.get_trials(states=(TrialState.WAITING,)))
@@ -103,11 +123,11 @@ def test_stale_trial_is_requeued_and_resumes_its_run(tmp_path):
     write_json(run / "config.json", config.to_dict())  # killed after epoch 1 of 2
     (run / "final.json").unlink()
 
-    done = subprocess.run(_search(tmp_path, "--set", "epochs=2", "--trials", "2"), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(_search(tmp_path, "--set", "epochs=2", "--trials", "2", "--storage", url),
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "slot 0: trial #0 had no heartbeat for 2 s and is queued again" in done.stdout
-    trials = _study(tmp_path).get_trials()
+    trials = _study(url).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert sorted(t.user_attrs["slot"] for t in complete) == [0, 1]
@@ -129,10 +149,10 @@ def test_failing_trials_are_recorded_and_the_search_goes_on(tmp_path, capsys):
     assert hpo.summary(study) == "study broken: 2 slots, 2 fail"
 
 
-def test_sqlite_claims_are_exclusive(tmp_path):
-    """Two processes claiming as fast as they can never both win a trial (without BEGIN
-    IMMEDIATE, pysqlite lets both read WAITING and both set RUNNING)."""
-    url = hpo.sqlite_url(tmp_path)
+def test_claims_are_exclusive(storage_url):
+    """Two processes claiming as fast as they can never both win a trial (on SQLite, without
+    BEGIN IMMEDIATE, pysqlite lets both read WAITING and both set RUNNING)."""
+    url = storage_url
     study = hpo.open_study(hpo.open_storage(url), "race", hpo.make_spec(_base(), {"lr": (1e-3, 1e-1, "log")}, 0),
                            40, out=lambda s: None)
     script = (

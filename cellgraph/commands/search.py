@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph search --best --study sst-gru --export best.toml",
     )
     from cellgraph.config import MODELS, TASKS
+    from cellgraph.datadir import DATA_DIR_HELP
 
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
     p.add_argument("--model", choices=MODELS, default=None, help="model")
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", metavar="NAME", default=None, help="base settings from a preset")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="fix one setting for every trial (repeatable), e.g. --set epochs=3")
-    p.add_argument("--data", metavar="DIR", default=None, help="data folder (default: ../shared/data)")
+    p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     p.add_argument("--search-seed", type=int, default=0, metavar="SEED",
                    help="seed of the random draws (default 0)")
     p.add_argument("--heartbeat", type=int, default=30, metavar="SECONDS",

@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train into the run folder --out: config.json, env.json, metrics.jsonl, "
         "structures/epoch_EEE.json (searched cells), checkpoints/{best,last}.pt, final.json. "
         "Settings are resolved as defaults <- --preset <- --config <- the flags below <- --set. "
-        "--resume RUN_DIR continues a run from its last good checkpoint with its own settings. "
+        "--resume RUN_DIR continues a run from its last good checkpoint with its own settings (--data may "
+        "point to where this machine keeps the data; config.json records the folder the run started on). "
         "Under torchrun (torchrun --standalone --nproc_per_node N -m cellgraph train ...) the run "
         "is data-parallel over the processes, with the same global batches.",
         epilog="examples: cellgraph train --task planted --model rrnn-gru --set epochs=5 --out runs/p1; "
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph train --resume runs/p1",
     )
     from cellgraph.config import MODELS, TASKS
+    from cellgraph.datadir import DATA_DIR_HELP
 
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
     p.add_argument("--model", choices=MODELS, default=None, help="model")
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE.toml", default=None, help="settings from a TOML file")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="one setting (repeatable), e.g. --set epochs=3 --set lr=1e-3")
-    p.add_argument("--data", metavar="DIR", default=None, help="data folder (default: ../shared/data)")
+    p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     p.add_argument("--glove", metavar="FILE", default=None, help="initialise embeddings from GloVe")
     p.add_argument("--teacher", metavar="RUN_DIR", default=None,
                    help="a finished gru run on the same task: its GRU gives the TD target vectors")
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.config import load_run_config, parse_set, resolve_config
     from cellgraph.errors import CellGraphError
 
-    given = [f"--{flag}" for flag in ("preset", "config", "out", *_FLAG_KEYS) if getattr(args, flag)]
+    settings = ("preset", "config", "out", *(flag for flag in _FLAG_KEYS if flag != "data"))
+    given = [f"--{flag}" for flag in settings if getattr(args, flag)]
     if args.set:
         given.append("--set")
     if args.resume:
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         if not run_dir.file("config.json").exists():
             raise CellGraphError(f"{args.resume} is not a run folder (no config.json) to resume")
         config, out = load_run_config(run_dir.file("config.json")), args.resume
+        if args.data:
+            config = config.replace(data_dir=args.data)
     else:
         if not args.out:
             raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")
