@@ -2,12 +2,17 @@
 validation and test metric per (task, model), with training time (RESULTS.md).
 
 The final metrics are those of the run's ``eval_mode`` (hard search unless set). Where every
-run of a group was also scored with soft search (``cellgraph eval RUN --split val|test --mode
-soft`` writes ``eval_<split>_soft.json``), the row has those numbers too."""
+run of a group was also scored with the other search (``final.json`` of an RRNN run holds
+``<split>_<metric>_hard`` and ``_soft``; for older runs ``cellgraph eval RUN --split val|test
+--mode soft`` writes ``eval_<split>_soft.json``), the row has the hard and soft numbers too.
+
+Runs are grouped by task and model, or (``by="name"``) by their folder name with a trailing
+seed suffix ``-s<N>`` removed, so that variants of one model are rows of their own."""
 
 from __future__ import annotations
 
 import statistics
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,24 +27,41 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def summarize(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """One row per (task, model): ``n`` seeds, ``val``/``test`` (mean, std), ``seconds``."""
+GROUPINGS = ("model", "name")
+TERMS = ("task", "td", "margin", "l2")
+
+
+def _group(log: RunLog, by: str) -> tuple[str, str]:
+    if by == "name":
+        return log.config["task"], re.sub(r"-s\d+$", "", log.path.name)
+    return log.config["task"], log.config["model"]
+
+
+def summarize(run_dirs: Iterable[str | Path], by: str = "model") -> list[dict[str, Any]]:
+    """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
+    std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
+    them, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch)."""
+    if by not in GROUPINGS:
+        raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
     groups: dict[tuple[str, str], list[tuple[RunLog, dict[str, Any]]]] = {}
     for path in run_dirs:
         log = RunLog.load(path)
         final = log.final()
         if final is None:
             raise CellGraphError(f"{path} has no final.json: the run has not finished")
-        groups.setdefault((log.config["task"], log.config["model"]), []).append((log, final))
+        groups.setdefault(_group(log, by), []).append((log, final))
     rows = []
-    for (task, model), runs in sorted(groups.items()):
+    for (task, name), runs in sorted(groups.items()):
         metric = runs[0][0].metric
-        row: dict[str, Any] = {"task": task, "model": model, "metric": metric, "n": len(runs),
+        row: dict[str, Any] = {"task": task, "model": name, "metric": metric, "n": len(runs),
                                "seeds": sorted(log.config.get("seed") for log, _ in runs)}
         for split in ("val", "test"):
             row[split] = _mean_std([_value(log, final, f"{split}_{metric}") for log, final in runs])
-            soft = [_soft(log, split) for log, _ in runs]
-            row[f"{split}_soft"] = None if None in soft else _mean_std(soft)
+            for mode in ("hard", "soft"):
+                values = [_other(log, final, split, mode) for log, final in runs]
+                row[f"{split}_{mode}"] = None if None in values else _mean_std(values)
+        last = [log.metrics[-1] if log.metrics else {} for log, _ in runs]
+        row["terms"] = {k: statistics.fmean(r.get(f"loss_{k}") or 0.0 for r in last) for k in TERMS}
         row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
         row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
@@ -53,15 +75,21 @@ def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None =
     return float(require_field(final, key, float, "", log.path / "final.json"))
 
 
-def _soft(log: RunLog, split: str) -> float | None:
-    """The metric of ``eval_<split>_soft.json`` in the run folder, or None."""
-    path = log.path / eval_name(split, "soft")
+def _other(log: RunLog, final: dict[str, Any], split: str, mode: str) -> float | None:
+    """The metric of ``split`` under search ``mode``: from final.json, else from
+    ``eval_<split>_<mode>.json`` in the run folder, else None."""
+    key = f"{split}_{log.metric}"
+    if f"{key}_{mode}" in final:
+        return _value(log, final, f"{key}_{mode}")
+    path = log.path / eval_name(split, mode)
     if not path.exists():
         return None
-    return float(require_field(read_json(path), f"{split}_{log.metric}", float, "", path))
+    return float(require_field(read_json(path), key, float, "", path))
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def markdown(rows: list[dict[str, Any]], terms: bool = False) -> str:
+    """The rows as a Markdown table; with both searches where any row has them, and with
+    ``terms`` the last epoch's weighted loss terms (task / TD / margin / L2)."""
     def cell(pair: tuple[float, float] | None, metric: str) -> str:
         if pair is None:
             return "—"
@@ -70,14 +98,19 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         digits = 1 if metric == "perplexity" else 3
         return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
 
-    soft = any(r["val_soft"] or r["test_soft"] for r in rows)
-    head = "| task | model | metric | seeds | val | test |" + (" val (soft) | test (soft) |" if soft else "")
-    lines = [head + " epochs | train s/run |", "|---" * (8 + 2 * soft) + "|"]
+    modes = any(r["val_soft"] or r["test_soft"] for r in rows)
+    head = "| task | model | metric | seeds | val | test |"
+    if modes:
+        head += " val (hard) | test (hard) | val (soft) | test (soft) |"
+    head += " epochs | train s/run |" + (" loss terms, last epoch: task / TD / margin / L2 |" if terms else "")
+    lines = [head, "|---" * (8 + 4 * modes + terms) + "|"]
     for r in rows:
         m = r["metric"]
         cells = [r["task"], r["model"], m, str(r["n"]), cell(r["val"], m), cell(r["test"], m)]
-        if soft:
-            cells += [cell(r["val_soft"], m), cell(r["test_soft"], m)]
+        if modes:
+            cells += [cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
         cells += [f"{r['epochs'][0]:.1f}", f"{r['seconds'][0]:.0f} ± {r['seconds'][1]:.0f}"]
+        if terms:
+            cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

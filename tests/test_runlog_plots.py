@@ -79,12 +79,32 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     assert "| val (soft) | test (soft) |" in out and "| 3.000 ± 0.707 | 3.000 ± 0.707 | 3.0 |" in out
     (tmp_path / "s1" / "eval_test_soft.json").unlink()  # one run without: no soft test number
     assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
-    assert "| 3.000 ± 0.707 | — |" in capsys.readouterr().out
+    assert "| 3.000 ± 0.707 | — | 3.0 |" in capsys.readouterr().out
     (tmp_path / "s1" / "final.json").write_text(json.dumps({"val_bpc": 4e12, "test_bpc": 3.2, "train_seconds": 1.0}))
     assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
     assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
+
+
+def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, capsys):
+    """Variants of one model are rows of their own with --by name; final.json's hard and soft
+    numbers fill both pairs of columns; --terms adds the last epoch's weighted terms."""
+    for variant, base in (("flex", 3.0), ("gates", 4.0)):
+        for seed in (0, 1):
+            run = RunDir.create(tmp_path / f"{variant}-s{seed}")
+            run.write_config({"task": "wiki", "model": "rrnn-gru", "seed": seed})
+            run.append_metrics({"epoch": 1, "loss_task": 40.0 + seed, "loss_td": 2.0, "loss_margin": -1.0,
+                                "loss_l2": None})
+            run.write_final({"val_bpc": base + seed, "test_bpc": base, "val_bpc_hard": 9.0, "test_bpc_hard": 9.0,
+                             "val_bpc_soft": base + seed, "test_bpc_soft": base, "train_seconds": 1.0})
+    folders = [str(p) for p in sorted(tmp_path.iterdir())]
+    assert main(["summarize", *folders]) == 0
+    assert "| wiki | rrnn-gru | bpc | 4 |" in capsys.readouterr().out  # by model: one group
+    assert main(["summarize", "--by", "name", "--terms", *folders]) == 0
+    out = capsys.readouterr().out
+    assert "| wiki | flex | bpc | 2 | 3.500 ± 0.707 | 3.000 ± 0.000 | 9.000 ± 0.000 | 9.000 ± 0.000 | 3.500 ± 0.707 |" in out
+    assert "| wiki | gates | bpc | 2 |" in out and "| 40.5 / 2 / -1 / 0 |" in out
 
 
 def test_identity_chain_is_every_node_an_identity_addition():

@@ -15,6 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the table as JSON")
+    p.add_argument("--by", choices=("model", "name"), default="model",
+                   help="group by task and model (default), or by run folder name without its "
+                   "-s<seed> suffix (variants of one model as rows of their own)")
+    p.add_argument("--terms", action="store_true",
+                   help="add the last epoch's weighted loss terms (task / TD / margin / L2)")
     p.set_defaults(func=run)
 
 
@@ -22,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.runs import write_json
     from cellgraph.summary import markdown, summarize
 
-    rows = summarize(args.runs)
-    print(markdown(rows))
+    rows = summarize(args.runs, by=args.by)
+    print(markdown(rows, terms=args.terms))
     if args.json:
         write_json(args.json, rows)
     return 0
