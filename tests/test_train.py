@@ -254,3 +254,45 @@ def test_glove_initialises_the_embedding(tmp_path):
     weight = build_model(config, load_data(config)).embedding.weight
     assert torch.equal(weight[0], torch.full((8,), 0.5)) and torch.equal(weight[3], torch.full((8,), -1.0))
     assert not torch.equal(weight[1], torch.full((8,), 0.5))
+
+
+def test_tau_is_annealed_geometrically_and_recorded(tmp_path):
+    from cellgraph.backends.torch_train import tau_at
+
+    config = tiny(tau=1.0, tau_end=0.01, epochs=2)
+    assert tau_at(config, 0.0) == 1.0 and tau_at(config, 1.0) == pytest.approx(0.01)
+    assert tau_at(config, 0.5) == pytest.approx(0.1) and tau_at(config, 2.0) == pytest.approx(0.01)
+    assert tau_at(tiny(tau=0.5), 0.7) == 0.5  # tau_end = 0: constant
+    train(config.replace(model="rrnn"), tmp_path, log=lambda s: None)
+    taus = [r["tau"] for r in RunLog.load(tmp_path).metrics]
+    assert taus == pytest.approx([0.1, 0.01])
+
+
+def test_outweighed_names_the_weight_to_lower():
+    from cellgraph.backends.torch_train import outweighed
+
+    record = {"epoch": 1, "loss_task": 40.0, "loss_td": 500.0, "loss_margin": -3.0, "loss_l2": None}
+    assert "lower lambda_td" in outweighed(record) and "12x" in outweighed(record)
+    assert outweighed({**record, "loss_td": 300.0}) is None
+    assert "lower lambda_margin" in outweighed({**record, "loss_td": 1.0, "loss_margin": -401.0})
+    assert outweighed({"epoch": 1, "loss_task": 40.0, "loss_td": None}) is None
+
+
+def test_the_first_epoch_warns_once_when_an_auxiliary_term_swamps_the_task(tmp_path):
+    lines: list[str] = []
+    train(tiny(model="rrnn-gru", lambda_td=1e4, epochs=2), tmp_path, log=lines.append)
+    warnings = [line for line in lines if line.startswith("warning: the weighted td term")]
+    assert len(warnings) == 1 and "lower lambda_td" in warnings[0]
+
+
+def test_hard_search_warning_compares_with_soft_and_uniform():
+    from cellgraph.backends.torch_train import hard_search_warning
+
+    ok = {"metric": "bpc", "val_bpc_hard": 3.5, "val_bpc_soft": 3.2}
+    assert hard_search_warning(ok, 27) is None
+    assert "hard search" in hard_search_warning({**ok, "val_bpc_hard": 4.5}, 27)  # > 1 bit off soft
+    assert "uniform guessing: 4.75" in hard_search_warning({**ok, "val_bpc_hard": 88766.0}, 27)
+    assert hard_search_warning({**ok, "val_bpc_hard": float("inf")}, 27) is not None
+    assert hard_search_warning({"metric": "accuracy", "val_accuracy_hard": 0.1, "val_accuracy_soft": 0.9}, 3) is None
+    ppl = {"metric": "perplexity", "val_perplexity_hard": 600.0, "val_perplexity_soft": 500.0}
+    assert hard_search_warning(ppl, 10000) is None
