@@ -23,8 +23,9 @@ one-process run up to float rounding, with any number of processes, also when re
 another number. Rank 0 alone writes the run folder (on its machine; ``world_size`` is recorded
 in ``env.json`` when the run starts and in ``final.json`` when it ends); every machine needs the
 data (and the ``--glove`` / ``--teacher`` files), and ``--resume`` needs the run folder readable
-on every machine (a shared file system). ``batch_norm`` normalises each rank's share of a batch
-(SyncBatchNorm runs on GPUs only), with rank 0's running statistics.
+on every machine (a shared file system). ``candidate_norm=batch`` normalises the candidates of
+each rank's share of a batch with that share's statistics (``sample`` does not depend on the
+batch).
 
 Without ``WORLD_SIZE`` (or with ``WORLD_SIZE=1``) every helper here does nothing.
 """
