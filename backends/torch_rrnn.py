@@ -366,6 +366,8 @@ class RRNNGRUCell(_TupleModule):
                               [n.tuples[0] for n in self._nodes]])
         self.register_buffer("_fixed", fixed, persistent=False)
         self.register_buffer("_choosing", torch.tensor(self.choosing_nodes, dtype=torch.long), persistent=False)
+        self.register_buffer("_first_tuple", torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes],
+                                                          dtype=torch.long), persistent=False)
 
     def _plan(self, gru, n_tuples: int) -> tuple[_GRUNode, ...]:
         """The nodes of the ``gru`` tree with the tuples each may use under the placement."""
@@ -469,8 +471,7 @@ class RRNNGRUCell(_TupleModule):
         choice, best, second = (torch.stack(column, 1) for column in
                                 zip(*(ranked[source[k]] for k in self.choosing_nodes)))
         left, right, op, act, tuple_pos = self._fixed.expand(B, -1, -1).clone().unbind(1)  # own memory
-        start = torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes], device=choice.device)
-        tuple_pos.index_copy_(1, self._choosing, choice + start)
+        tuple_pos.index_copy_(1, self._choosing, choice + self._first_tuple)
         n_nodes = len(self._nodes)
         best_full = best.new_zeros(B, n_nodes).index_copy(1, self._choosing, best)
         second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._choosing, second)
