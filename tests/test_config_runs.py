@@ -1,7 +1,9 @@
 """Config resolution (presets, TOML, --set) and run folders (atomic writes, metrics log)."""
 
 import json
+import os
 import re
+import signal
 from dataclasses import fields
 
 import pytest
@@ -126,3 +128,29 @@ def test_compact_shows_what_differs_and_preset_conflicts():
     assert preset_conflicts("paper-sst-gru", resolve_config("paper-sst-gru")) == []
     assert preset_conflicts(None, config) == []
 
+
+def _interrupt_during(monkeypatch, name: str) -> None:
+    """Make ``os.<name>`` send this process SIGINT (as Ctrl-C would) before it runs."""
+    real = getattr(os, name)
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args)
+
+    monkeypatch.setattr(os, name, interrupted)
+
+
+def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch):
+    target = tmp_path / "f.json"
+    atomic_write(target, b"old")
+    _interrupt_during(monkeypatch, "fsync")
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, b"new")
+    monkeypatch.undo()
+    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_writing_into_a_missing_folder_names_the_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"^cannot write .*out.svg: folder {tmp_path / 'no'} does not exist$"):
+        atomic_write(tmp_path / "no" / "out.svg", b"x")
