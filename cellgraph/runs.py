@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import signal
 import sys
 import tempfile
@@ -122,8 +123,9 @@ class RunDir:
 
     @classmethod
     def vet(cls, path: str | Path, *, resume: bool = False) -> "RunDir":
-        """The run folder ``path``, refused (writing nothing) where it is a file or, for a new
-        run, where it holds a run already; the error says what to do with that run."""
+        """The run folder ``path``, refused (writing nothing) where it is a file, cannot be
+        made or written, or, for a new run, holds a run already (the error says what to do
+        with that run)."""
         run = cls(path)
         if run.path.exists() and not run.path.is_dir():
             raise CellGraphError(f"run folder {run.path} exists and is not a folder")
@@ -134,10 +136,11 @@ class RunDir:
             if run.has_checkpoint():
                 raise CellGraphError(f"run folder {run.path} already holds a run; use --resume to continue "
                                      "it or choose another --out")
+            resume_it = f"cellgraph train --resume {shlex.quote(str(run.path))}"
             raise CellGraphError(
                 f"run folder {run.path} already holds a run that has no checkpoint yet, so nothing is lost "
-                f"by deleting it; or start it over with cellgraph train --resume {run.path} (add --data DIR, "
-                "--glove or --teacher to change its inputs), or choose another --out")
+                f"by deleting it; or start it over with {resume_it} (add --data DIR, --glove or --teacher "
+                "to change its inputs), or choose another --out")
         return run
 
     @classmethod
