@@ -306,7 +306,8 @@ def key_table(width: int = 100) -> str:
         rule = item.metadata["rule"]
         lines.append(f"  {item.name}: {type(item.default).__name__}, default {item.default!r}"
                      + (f", {rule.text}" if rule else ""))
-        lines += textwrap.wrap(item.metadata["help"], width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        indent = " " * 6
+        lines += textwrap.wrap(item.metadata["help"], width, initial_indent=indent, subsequent_indent=indent)
     return "\n".join(lines)
 
 

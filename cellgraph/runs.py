@@ -32,7 +32,9 @@ from typing import Any, Iterator
 
 from cellgraph.errors import CellGraphError, FormatError
 
-__all__ = ["deferred_interrupt", "atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions"]
+__all__ = [
+    "deferred_interrupt", "atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions",
+]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 

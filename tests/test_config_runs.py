@@ -33,12 +33,14 @@ def test_every_preset_resolves():
         (["epochs=three"], "epochs: expected a int"),
         (["nope=1"], "nope: unknown setting"),
         (["lr=nan"], "lr: expected a float"),
-        (["model=transformer"], "model: invalid value 'transformer': must be one of rrnn, rrnn-gru, gru, lstm"),
+        (["model=transformer"], "model: invalid value 'transformer': must be one of rrnn, rrnn-gru, gru, "
+                                 "lstm"),
         (["epochs"], "expected key=value"),
         (["epochs=-1"], "epochs: invalid value -1: must be >= 1"),
         (["lr=0"], "lr: invalid value 0.0: must be > 0"),
         (["tau_end=-0.5"], "tau_end: invalid value -0.5: must be >= 0"),
-        (["candidate_norm=layer"], "candidate_norm: invalid value 'layer': must be one of none, batch, sample"),
+        (["candidate_norm=layer"], "candidate_norm: invalid value 'layer': must be one of none, batch, "
+                                   "sample"),
         (["epoch=3"], "epoch: unknown setting; did you mean epochs\\?"),
         (["lamda_td=1"], "lamda_td: unknown setting; did you mean lambda_td, lambda_task or lambda_l2\\?"),
         (["zzz=1"], "zzz: unknown setting \\(cellgraph train --help lists every setting\\)"),
@@ -152,5 +154,6 @@ def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypat
 
 
 def test_writing_into_a_missing_folder_names_the_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match=f"^cannot write .*out.svg: folder {tmp_path / 'no'} does not exist$"):
+    folder = tmp_path / "no"
+    with pytest.raises(FileNotFoundError, match=f"^cannot write .*out.svg: folder {folder} does not exist$"):
         atomic_write(tmp_path / "no" / "out.svg", b"x")

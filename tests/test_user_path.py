@@ -19,11 +19,11 @@ from cellgraph.backends.torch_checkpoint import load_checkpoint
 from cellgraph.cli import main
 from cellgraph.config import PRESETS, TrainConfig
 from cellgraph.datasets import resolve_data_dir
-from cellgraph.errors import CellGraphError
 from cellgraph.runs import RunDir
+from test_train import _has_data
 
-TINY = {"hidden_size": 8, "n_iterations": 3, "scoring_hidden": 8, "max_train": 32, "max_eval": 16, "seq_len": 5,
-        "epochs": 1, "batch_size": 16, "log_structures": 4, "num_threads": 1}
+TINY = {"hidden_size": 8, "n_iterations": 3, "scoring_hidden": 8, "max_train": 32, "max_eval": 16,
+        "seq_len": 5, "epochs": 1, "batch_size": 16, "log_structures": 4, "num_threads": 1}
 QUIET = {**os.environ, "CELLGRAPH_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1"}
 
 
@@ -35,14 +35,6 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def _has_data() -> bool:
-    try:
-        resolve_data_dir()
-    except CellGraphError:
-        return False
-    return True
 
 
 # --- task and model, the resolved settings, presets ---------------------------------------
@@ -66,7 +58,8 @@ def test_preset_or_config_file_gives_task_and_model(capsys, tmp_path):
 
 def test_train_prints_the_resolved_settings_first(capsys, tmp_path):
     run = tmp_path / "run"
-    code, out, _ = cli(capsys, "train", "--task", "planted", "--model", "gru", *sets(lr=0.01), "--out", str(run))
+    code, out, _ = cli(capsys, "train", "--task", "planted", "--model", "gru", *sets(lr=0.01),
+                       "--out", str(run))
     lines = out.splitlines()
     assert code == 0 and lines[0].startswith("settings: task=planted model=gru seed=0 epochs=1 ")
     assert "lr=0.01" in lines[0] and "clip=" not in lines[0]  # only what differs from the defaults
@@ -82,7 +75,8 @@ def test_preset_for_another_task_warns_once(capsys, tmp_path):
     warnings = [line for line in err.splitlines() if "warning" in line]
     assert code == 2 and len(warnings) == 1
     assert "preset paper-wiki10k-gru is tuned for task wiki, not sst" in warnings[0]
-    code, _, err = cli(capsys, "train", "--preset", "paper-wiki10k-gru", "--data", typo, "--out", str(tmp_path / "r"))
+    code, _, err = cli(capsys, "train", "--preset", "paper-wiki10k-gru", "--data", typo,
+                       "--out", str(tmp_path / "r"))
     assert code == 2 and "warning" not in err
 
 
@@ -183,7 +177,8 @@ print(json.dumps(results))
 
 def test_missing_torch_is_one_line_naming_the_install(tmp_path):
     commands = [["train", "--task", "planted", "--model", "gru", "--out", str(tmp_path / "run")],
-                ["eval", str(tmp_path / "run")], ["bench", "--quick"], ["demo", "--quick", "-o", str(tmp_path / "d")],
+                ["eval", str(tmp_path / "run")], ["bench", "--quick"],
+                ["demo", "--quick", "-o", str(tmp_path / "d")],
                 ["export", str(tmp_path / "run"), "--sample", "0", "--t", "0", "--format", "json"],
                 ["prove", "--only", "vanishing"],
                 ["search", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1",
@@ -195,8 +190,9 @@ def test_missing_torch_is_one_line_naming_the_install(tmp_path):
         assert code == 2 and err == (f"cellgraph {argv[0]}: error: this command needs torch, which is not "
                                      "installed: pip install torch==2.13.0\n"), argv
     assert not (tmp_path / "run").exists() and not (tmp_path / "s").exists()
-    no_torch = subprocess.run([sys.executable, "-c", NO_TORCH, json.dumps([["target", "gru", "--format", "sympy"]])],
-                              capture_output=True, text=True, timeout=300, env=QUIET)
+    target = [["target", "gru", "--format", "sympy"]]
+    no_torch = subprocess.run([sys.executable, "-c", NO_TORCH, json.dumps(target)], capture_output=True,
+                              text=True, timeout=300, env=QUIET)
     assert json.loads(no_torch.stdout) == [[0, ""]]
 
 

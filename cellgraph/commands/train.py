@@ -59,10 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", choices=MODELS, default=None, help="model")
     p.add_argument("--preset", metavar="NAME", default=None,
                    help="a preset of the paper's settings (cellgraph presets lists them)")
-    p.add_argument("--list-presets", action="store_true", help="print the presets and exit (as cellgraph presets)")
+    p.add_argument("--list-presets", action="store_true",
+                   help="print the presets and exit (as cellgraph presets)")
     p.add_argument("--config", metavar="FILE.toml", default=None, help="settings from a TOML file")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                   help="one setting (repeatable), e.g. --set epochs=3 --set lr=1e-3; the keys are listed below")
+                   help="one setting (repeatable), e.g. --set epochs=3 --set lr=1e-3; the keys are "
+                   "listed below")
     p.add_argument("--data", metavar="DIR", default=None, help="data folder (default: ../shared/data)")
     p.add_argument("--glove", metavar="FILE", default=None, help="initialise embeddings from GloVe")
     p.add_argument("--teacher", metavar="RUN_DIR", default=None,
@@ -95,7 +97,8 @@ def _resumed_config(args: argparse.Namespace) -> TrainConfig:
     if not config_file.exists():
         raise CellGraphError(f"{args.resume} is not a run folder (no config.json) to resume")
     config = load_run_config(config_file)
-    return config.replace(**{_FLAG_KEYS[flag]: getattr(args, flag) for flag in _INPUT_FLAGS if getattr(args, flag)})
+    new_inputs = {_FLAG_KEYS[flag]: getattr(args, flag) for flag in _INPUT_FLAGS if getattr(args, flag)}
+    return config.replace(**new_inputs)
 
 
 def _new_config(args: argparse.Namespace) -> TrainConfig:
