@@ -541,24 +541,27 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
                              "processes: every global batch needs a sample for each process")
     config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
     if dist.writes:
+        RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    _seed(config.seed)
+    # every input (data set, GloVe, teacher run) is read before anything is written
+    dataset = load_data(config)
+    model = build_model(config, dataset)
+    targets = _targets(config, dataset)
+    if dist.writes:
         run = RunDir.create(out_dir, resume=resume)
-        if not (resume and run.file("config.json").exists()):
+        if not (resume and run.has_checkpoint()):  # a run without a checkpoint starts over
             read = data_sha256(config.task, config.data_dir, config.glove, config.hidden_size)
             run.write_config(config.to_dict(), argv, dist.world_size, read)
     else:
         run, log = RunDir(out_dir), _quiet
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
-    _seed(config.seed)
-    dataset = load_data(config)
-    model = build_model(config, dataset)
-    targets = _targets(config, dataset)
     loss_fn = _loss(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     state = _State()
     last = run.checkpoints / "last.pt"
-    if resume and (last.exists() or last.with_suffix(".prev.pt").exists()):
+    if resume and run.has_checkpoint():
         state = _restore(model, optimizer, load_latest(last, log))
         log(f"resuming {out_dir} after epoch {state.epoch}")
     if dist.writes:

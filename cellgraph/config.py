@@ -9,11 +9,13 @@ value of the wrong type is an error that names the key and its source.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import sys
+import textwrap
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cellgraph.errors import FormatError
 from cellgraph.runs import read_json
@@ -23,14 +25,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config", "parse_set"]
+__all__ = [
+    "TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config",
+    "parse_set", "key_table", "compact", "preset_conflicts",
+]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
 MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
 MODES = ("hard", "soft", "straight-through")
 CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
-LOSS_WEIGHTS = ("lambda_task", "lambda_td", "lambda_margin", "lambda_l2")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -43,8 +47,37 @@ RENAMED: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A condition on a setting's value, worded as errors and ``--help`` show it."""
+
+    text: str
+    check: Callable[[Any], bool]
+
+
+def at_least(low: int | float) -> Rule:
+    return Rule(f"must be >= {low}", lambda value: value >= low)
+
+
+def one_of(choices: tuple[str, ...]) -> Rule:
+    return Rule(f"must be one of {', '.join(choices)}", lambda value: value in choices)
+
+
+#: A finite number above zero.
+POSITIVE = Rule("must be > 0", lambda value: value > 0 and math.isfinite(value))
+
+
+def _key(default: Any, help: str, rule: Rule | None = None) -> Any:
+    """A :class:`TrainConfig` field with its one-line help and its rule (``--help`` and the
+    validation both read them from here)."""
+    return field(default=default, metadata={"help": help, "rule": rule})
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a run needs; recorded as ``config.json`` in the run folder.
+
+    Every field carries its one-line help and its rule (:func:`_key`): ``cellgraph train
+    --help`` lists them (:func:`key_table`) and :meth:`__post_init__` enforces them.
 
     Loss weights are named by the term of Eq. 5 they weigh: ``lambda_task`` (the task loss,
     summed over the steps of a sequence), ``lambda_td`` (the tree distance to the target
@@ -54,87 +87,89 @@ class TrainConfig:
     ``docs/paper-notes.md`` ("Loss weights") gives the mapping the presets use.
     """
 
-    task: str = "planted"
-    model: str = "rrnn"
-    seed: int = 0
-    epochs: int = 10
-    batch_size: int = 16
-    lr: float = 1e-3
-    clip: float = 1.0
-    hidden_size: int = 100
-    max_train: int = 0  # 0 = all training sequences
-    max_eval: int = 0  # 0 = all validation/test sequences
-    eval_batch_size: int = 256
+    task: str = _key("planted", "the data set (wiki, wiki5k: enwik8 cut to 10k or 5k sequences; "
+                     "planted: labelled by a hidden GRU cell); cellgraph train needs it given",
+                     one_of(TASKS))
+    model: str = _key("rrnn", "rrnn (full cell search), rrnn-gru (search over the GRU's tuples), "
+                      "gru or lstm (baselines); cellgraph train needs it given", one_of(MODELS))
+    seed: int = _key(0, "seed of the initialisation and of the training order", at_least(0))
+    epochs: int = _key(10, "training epochs (patience may stop sooner; a larger value extends a "
+                       "resumed run)", at_least(1))
+    batch_size: int = _key(16, "sequences per optimizer step (the global batch under torchrun)", at_least(1))
+    lr: float = _key(1e-3, "Adam learning rate", POSITIVE)
+    clip: float = _key(1.0, "clip the gradient norm to this value (0 = no clipping)", at_least(0))
+    hidden_size: int = _key(100, "p: width of the embeddings, the hidden state and every cell vector",
+                            at_least(1))
+    max_train: int = _key(0, "train on the first N training sequences only (0 = all)", at_least(0))
+    max_eval: int = _key(0, "evaluate on the first N validation and test sequences only (0 = all)",
+                         at_least(0))
+    eval_batch_size: int = _key(256, "sequences per batch of validation, test and structure logs",
+                                at_least(1))
     # RRNN / RRNN-GRU
-    n_tuples: int = 3
-    n_iterations: int = 9
-    scoring_hidden: int = 256
-    mode: str = "soft"
-    tau: float = 1.0  # softmax temperature of the soft modes (the start value when annealed)
-    tau_end: float = 0.0  # > 0: tau annealed geometrically from tau to tau_end over training
-    candidate_norm: str = "none"  # RRNN: normalise every candidate (none, batch, sample)
-    placement: str = "flexible"  # RRNN-GRU: which nodes choose their tuple (flexible, gates)
-    identity_trainable: bool = False  # RRNN-GRU flexible: the identity tuple trains (from I, I, 0)
-    compile: bool = False  # RRNN: torch.compile the search's candidate block (eager where that fails)
-    alternate_every: int = 0  # RRNN-GRU: switch tuples <-> scoring every k epochs (0 = never)
-    lambda_task: float = 1.0
-    lambda_td: float = 1e-3
-    lambda_margin: float = 1e-3
-    lambda_l2: float = 1e-5
-    margin: float = 1.0
-    iso: bool = True
-    target: str = "gru"
-    teacher: str = ""  # run folder of a finished GRU run: the `teacher` target provider
-    eval_mode: str = "hard"  # choice mode of validation/test/structure logs (SPEC §3: inference is hard)
+    n_tuples: int = _key(3, "rrnn, rrnn-gru: trainable weight tuples (L_r, R_r, b_r), besides the "
+                         "identity tuple (I, I, 0)", at_least(1))
+    n_iterations: int = _key(9, "rrnn: N_bar, the merges of Algorithm 2 (generated nodes per cell)",
+                             at_least(1))
+    scoring_hidden: int = _key(256, "rrnn, rrnn-gru: hidden width of the scoring network alpha",
+                               at_least(1))
+    mode: str = _key("soft", "training's choice among candidates: soft (softmax(alpha / tau) mixture, "
+                     "the paper's), hard (argmax) or straight-through (hard forward, soft backward)",
+                     one_of(MODES))
+    tau: float = _key(1.0, "softmax temperature of the soft modes (the start value when tau_end > 0)",
+                      POSITIVE)
+    tau_end: float = _key(0.0, "> 0: tau is annealed geometrically from tau to tau_end over training "
+                          "(0 = tau stays)", at_least(0))
+    candidate_norm: str = _key("none", "rrnn: normalise every candidate before it is scored: none, "
+                               "batch (over the batch, as the authors' BatchNorm) or sample (over "
+                               "each sample's features)", one_of(CANDIDATE_NORMS))
+    placement: str = _key("flexible", "rrnn-gru: flexible (r, z use tuples 0 and 1, the six other nodes "
+                          "choose among all tuples and the identity) or gates (only r, z, h~ choose; "
+                          "an ablation)", one_of(PLACEMENTS))
+    identity_trainable: bool = _key(False, "rrnn-gru flexible: the identity tuple trains (starting "
+                                    "from I, I, 0) instead of staying fixed")
+    compile: bool = _key(False, "rrnn: torch.compile the search's candidate block (eager where "
+                         "compilation fails)")
+    alternate_every: int = _key(0, "rrnn-gru: train the tuples and the scoring network in turn, "
+                                "switching every k epochs (0 = both always)", at_least(0))
+    lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
+                              "steps)", at_least(0))
+    lambda_td: float = _key(1e-3, "rrnn, rrnn-gru: weight of the tree distance TD between the "
+                            "discovered cells and the target tree", at_least(0))
+    lambda_margin: float = _key(1e-3, "rrnn, rrnn-gru: weight of the margin term, which rewards a "
+                                "best candidate scoring `margin` above the second", at_least(0))
+    lambda_l2: float = _key(1e-5, "weight of the L2 penalty on all parameters", at_least(0))
+    margin: float = _key(1.0, "M of the margin term: score gaps beyond M earn nothing more", POSITIVE)
+    iso: bool = _key(True, "TD is the minimum over the target tree's isomorphs (false: the tree as "
+                     "drawn)")
+    target: str = _key("gru", "the target cell of TD and of the structure logs (gru, gru_torch, "
+                       "lstm, lstm_torch); rrnn searches one cell per state of it")
+    teacher: str = _key("", "run folder of a finished gru run on the same task: its GRU gives the TD "
+                        "target vectors (--teacher)")
+    eval_mode: str = _key("hard", "choice mode of validation, test and structure logs (inference is "
+                          "hard)", one_of(MODES))
     # data
-    data_seed: int = 0  # seed of the data set's random draws (fixed while ``seed`` varies)
-    data_dir: str = ""
-    glove: str = ""
-    seq_len: int = 20
+    data_seed: int = _key(0, "seed of the data set's random draws (fixed while seed varies)", at_least(0))
+    data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ../shared/data)")
+    glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
+                      "random)")
+    seq_len: int = _key(20, "tokens per sequence (every task but sst, which pads to its longest "
+                        "training sentence)", at_least(2))
     # run control
-    patience: int = 5  # early stopping on the validation metric
-    num_threads: int = 0  # 0 = torch default
-    log_structures: int = 64  # samples whose discovered trees are logged per epoch
-    max_bad_steps: int = 5  # stop after this many non-finite losses in a row (each is skipped)
+    patience: int = _key(5, "stop after this many epochs without a better validation metric "
+                         "(0 = never)", at_least(0))
+    num_threads: int = _key(0, "torch CPU threads (0 = torch's default; 1 on a busy machine)",
+                            at_least(0))
+    log_structures: int = _key(64, "validation sequences whose discovered cells are logged per epoch "
+                               "(structures/)", at_least(0))
+    max_bad_steps: int = _key(5, "stop after this many non-finite losses in a row (each is skipped)",
+                              at_least(1))
 
     def __post_init__(self) -> None:
-        checks = {
-            "task": self.task in TASKS,
-            "model": self.model in MODELS,
-            "mode": self.mode in MODES,
-            "eval_mode": self.eval_mode in MODES,
-            "candidate_norm": self.candidate_norm in CANDIDATE_NORMS,
-            "placement": self.placement in PLACEMENTS,
-            "epochs": self.epochs >= 1,
-            "batch_size": self.batch_size >= 1,
-            "lr": self.lr > 0 and math.isfinite(self.lr),
-            "hidden_size": self.hidden_size >= 1,
-            "n_tuples": self.n_tuples >= 1,
-            "n_iterations": self.n_iterations >= 1,
-            "scoring_hidden": self.scoring_hidden >= 1,
-            "tau": self.tau > 0,
-            "tau_end": self.tau_end >= 0,
-            "margin": self.margin > 0,
-            "seq_len": self.seq_len >= 2,
-            "max_train": self.max_train >= 0,
-            "max_eval": self.max_eval >= 0,
-            "clip": self.clip >= 0,
-            "max_bad_steps": self.max_bad_steps >= 1,
-            "seed": self.seed >= 0,  # numpy and torch generators take non-negative seeds
-            "data_seed": self.data_seed >= 0,
-            "eval_batch_size": self.eval_batch_size >= 1,
-            "alternate_every": self.alternate_every >= 0,
-            "patience": self.patience >= 0,
-            "num_threads": self.num_threads >= 0,
-            "log_structures": self.log_structures >= 0,
-            **{key: getattr(self, key) >= 0 for key in LOSS_WEIGHTS},
-        }
-        allowed = {"task": TASKS, "model": MODELS, "mode": MODES, "eval_mode": MODES,
-                   "candidate_norm": CANDIDATE_NORMS, "placement": PLACEMENTS}
-        for key, ok in checks.items():
-            if not ok:
-                hint = f" (one of {', '.join(allowed[key])})" if key in allowed else ""
-                raise FormatError(key, f"invalid value {getattr(self, key)!r}{hint}")
+        for item in fields(self):
+            rule = item.metadata["rule"]
+            value = getattr(self, item.name)
+            if rule is not None and not rule.check(value):
+                raise FormatError(item.name, f"invalid value {value!r}: {rule.text}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -214,7 +249,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if key in RENAMED:
         raise FormatError(key, f"this setting was renamed: use {RENAMED[key]}", source)
     if key not in _FIELDS:
-        raise FormatError(key, f"unknown setting (known: {', '.join(_FIELDS)})", source)
+        raise FormatError(key, f"unknown setting{_suggestion(key)}", source)
     kind = type(TrainConfig.__dataclass_fields__[key].default)
     if kind is bool:
         if isinstance(value, bool):
@@ -243,6 +278,61 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     elif kind is str and isinstance(value, str):
         return value
     raise FormatError(key, f"expected a {kind.__name__}, got {value!r}", source)
+
+
+def _missing(keys: list[str]) -> str:
+    """What to say when the settings ``keys`` (e.g. task and model) were not given."""
+    choices = {"task": TASKS, "model": MODELS}
+    flags = ", ".join(f"--{key} ({'|'.join(choices[key])})" if key in choices else f"--set {key}=..."
+                      for key in keys)
+    them = "them" if len(keys) > 1 else "it"
+    return (f"{' and '.join(keys)} not given: name {them} with {flags}, or with a --preset or --config "
+            f"file that sets {them} (cellgraph presets lists the presets)")
+
+
+def _suggestion(key: str) -> str:
+    """``; did you mean X?`` for the settings closest to ``key``, else where to find them all."""
+    close = difflib.get_close_matches(key, [*_FIELDS, *RENAMED], n=3, cutoff=0.6)
+    if close:
+        return f"; did you mean {' or '.join(filter(None, [', '.join(close[:-1]), close[-1]]))}?"
+    return " (cellgraph train --help lists every setting)"
+
+
+def key_table(width: int = 100) -> str:
+    """Every :class:`TrainConfig` setting: a line with its name, type, default and rule, then
+    its help, indented and wrapped to ``width``."""
+    lines = []
+    for item in fields(TrainConfig):
+        rule = item.metadata["rule"]
+        lines.append(f"  {item.name}: {type(item.default).__name__}, default {item.default!r}"
+                     + (f", {rule.text}" if rule else ""))
+        indent = " " * 6
+        lines += textwrap.wrap(item.metadata["help"], width, initial_indent=indent, subsequent_indent=indent)
+    return "\n".join(lines)
+
+
+def compact(config: TrainConfig) -> str:
+    """One line: task, model, seed, epochs, then every other setting that differs from its
+    default (``key=value``), e.g. ``task=sst model=gru seed=0 epochs=10 lr=0.000485``."""
+    values = config.to_dict()
+    shown = ["task", "model", "seed", "epochs"]
+    shown += [item.name for item in fields(TrainConfig)
+              if item.name not in shown and values[item.name] != item.default]
+    return " ".join(f"{key}={values[key]}" for key in shown)
+
+
+def preset_conflicts(preset: str | None, config: TrainConfig) -> list[str]:
+    """Warnings, one line each, where the resolved ``config`` trains another task or model
+    than ``preset`` was made for (its other settings are then someone else's choice)."""
+    if not preset or preset not in PRESETS:
+        return []
+    out = []
+    for key in ("task", "model"):
+        meant, given = PRESETS[preset].get(key), getattr(config, key)
+        if meant is not None and meant != given:
+            out.append(f"warning: preset {preset} is tuned for {key} {meant}, not {given}; its other "
+                       f"settings may not suit {given}")
+    return out
 
 
 def parse_set(items: list[str]) -> dict[str, str]:
@@ -279,8 +369,10 @@ def resolve_config(
     config_file: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     base: Mapping[str, Any] | None = None,
+    require: tuple[str, ...] = (),
 ) -> TrainConfig:
-    """Defaults <- ``base`` <- preset <- TOML file <- overrides, each validated."""
+    """Defaults <- ``base`` <- preset <- TOML file <- overrides, each validated; every key in
+    ``require`` must be set by one of these layers (its default does not count)."""
     layers: list[tuple[str, Mapping[str, Any]]] = [("arguments", base or {})]
     if preset:
         if preset not in PRESETS:
@@ -289,7 +381,11 @@ def resolve_config(
     if config_file:
         layers.append((str(config_file), load_toml(config_file)))
     layers.append(("--set", overrides or {}))
-    return _build(layers)
+    config = _build(layers)
+    missing = [key for key in require if not any(key in layer for _, layer in layers)]
+    if missing:
+        raise FormatError("", _missing(missing))
+    return config
 
 
 def load_run_config(path: str | Path) -> TrainConfig:

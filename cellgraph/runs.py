@@ -11,7 +11,8 @@ A run folder holds::
 
 Every whole-file write goes through :func:`atomic_write` (temporary file in the same
 folder, fsync, rename, fsync of the folder), so a killed process leaves either the old or
-the new file, never a torn one.
+the new file, never a torn one; Ctrl-C (SIGINT) waits until a write in progress is done
+(:func:`deferred_interrupt`).
 """
 
 from __future__ import annotations
@@ -19,22 +20,56 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
+import signal
 import sys
 import tempfile
+import threading
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from cellgraph.errors import CellGraphError, FormatError
 
-__all__ = ["atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions"]
+__all__ = [
+    "deferred_interrupt", "atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions",
+]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 
 
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) until the block is done, then deliver it: a write in
+    progress finishes before ``KeyboardInterrupt`` is raised. Blocks nest (the outermost
+    delivers); outside the main thread, where Python handles no signals, this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(*caught[0])
+        elif caught and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
 def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync folder)."""
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync folder); a
+    Ctrl-C meanwhile takes effect once the file is complete."""
     path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
+    with deferred_interrupt():
+        _write_replace(path, data)
+
+
+def _write_replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -89,15 +124,31 @@ class RunDir:
         self.path = Path(path)
 
     @classmethod
-    def create(cls, path: str | Path, *, resume: bool = False) -> "RunDir":
+    def vet(cls, path: str | Path, *, resume: bool = False) -> "RunDir":
+        """The run folder ``path``, refused (writing nothing) where it is a file, cannot be
+        made or written, or, for a new run, holds a run already (the error says what to do
+        with that run)."""
         run = cls(path)
         if run.path.exists() and not run.path.is_dir():
             raise CellGraphError(f"run folder {run.path} exists and is not a folder")
+        base = next(p for p in (run.path.absolute(), *run.path.absolute().parents) if p.exists())
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+            raise CellGraphError(f"run folder {run.path} cannot be written: {base} is not a writable folder")
         if not resume and (run.path / "config.json").exists():
+            if run.has_checkpoint():
+                raise CellGraphError(f"run folder {run.path} already holds a run; use --resume to continue "
+                                     "it or choose another --out")
+            resume_it = f"cellgraph train --resume {shlex.quote(str(run.path))}"
             raise CellGraphError(
-                f"run folder {run.path} already holds a run; use --resume to continue it or "
-                "choose another --out"
-            )
+                f"run folder {run.path} already holds a run that has no checkpoint yet, so nothing is lost "
+                f"by deleting it; or start it over with {resume_it} (add --data DIR, --glove or --teacher "
+                "to change its inputs), or choose another --out")
+        return run
+
+    @classmethod
+    def create(cls, path: str | Path, *, resume: bool = False) -> "RunDir":
+        """:meth:`vet`, then make the folder and check at once that it can be written."""
+        run = cls.vet(path, resume=resume)
         try:
             for sub in ("", "checkpoints", "structures"):
                 (run.path / sub).mkdir(parents=True, exist_ok=True)
@@ -109,6 +160,11 @@ class RunDir:
 
     def file(self, name: str) -> Path:
         return self.path / name
+
+    def has_checkpoint(self) -> bool:
+        """Whether the run reached its first checkpoint (``last.pt`` or its previous version)."""
+        last = self.checkpoints / "last.pt"
+        return last.exists() or last.with_suffix(".prev.pt").exists()
 
     @property
     def checkpoints(self) -> Path:
@@ -135,7 +191,7 @@ class RunDir:
         return read_json(self.file("config.json"))
 
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with open(self.file("metrics.jsonl"), "a", encoding="utf-8") as handle:
+        with deferred_interrupt(), open(self.file("metrics.jsonl"), "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())

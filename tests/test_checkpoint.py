@@ -1,5 +1,9 @@
 """Atomic, verified, weights-only checkpoints with fallback to the previous good one."""
 
+import os
+import signal
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -34,6 +38,36 @@ def test_damaged_checkpoint_falls_back(tmp_path, damage):
     assert "falling back" in messages[0]
 
 
+@pytest.mark.parametrize("damage", ["truncate", "empty", "flip"])
+def test_damaged_checkpoint_without_sidecar_is_named_damaged(tmp_path, damage):
+    path = tmp_path / "best.pt"
+    save_checkpoint(path, {"epoch": 1, "w": torch.ones(100)})
+    Path(f"{path}.sha256").unlink()
+    data = path.read_bytes()
+    path.write_bytes({"truncate": data[: len(data) // 2], "empty": b"", "flip": b"\x00" + data[1:]}[damage])
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path)
+    message = str(err.value)
+    assert message.startswith(f"checkpoint {path} is corrupted or truncated (it has no checksum sidecar")
+    assert "weights_only" not in message and "\n" not in message
+
+
+def test_ctrl_c_while_saving_keeps_checkpoint_and_sidecar_together(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"epoch": 1})
+    real = os.replace
+
+    def interrupted(*args):  # Ctrl-C as the previous checkpoint is moved aside
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"epoch": 2})
+    monkeypatch.undo()
+    assert load_checkpoint(path)["epoch"] == 2 and load_checkpoint(tmp_path / "last.prev.pt")["epoch"] == 1
+
+
 def test_checkpoint_cannot_run_code(tmp_path):
     class Evil:
         def __reduce__(self):
@@ -41,8 +75,9 @@ def test_checkpoint_cannot_run_code(tmp_path):
 
     path = tmp_path / "evil.pt"
     torch.save({"x": Evil()}, path)
-    with pytest.raises(CheckpointError, match="cannot be read"):
+    with pytest.raises(CheckpointError, match="cannot be read: it holds an object other than tensors") as err:
         load_checkpoint(path)
+    assert "weights_only" not in str(err.value)
 
 
 def test_missing_checkpoint(tmp_path):

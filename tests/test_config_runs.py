@@ -1,9 +1,14 @@
 """Config resolution (presets, TOML, --set) and run folders (atomic writes, metrics log)."""
 
 import json
+import os
+import re
+import signal
+from dataclasses import fields
+
 import pytest
 
-from cellgraph.config import PRESETS, TrainConfig, parse_set, resolve_config
+from cellgraph.config import PRESETS, TrainConfig, compact, parse_set, preset_conflicts, resolve_config
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.runs import RunDir, atomic_write, read_json
 
@@ -28,8 +33,19 @@ def test_every_preset_resolves():
         (["epochs=three"], "epochs: expected a int"),
         (["nope=1"], "nope: unknown setting"),
         (["lr=nan"], "lr: expected a float"),
-        (["model=transformer"], "model: invalid value 'transformer'"),
+        (["model=transformer"], "model: invalid value 'transformer': must be one of rrnn, rrnn-gru, gru, "
+                                 "lstm"),
         (["epochs"], "expected key=value"),
+        (["epochs=-1"], "epochs: invalid value -1: must be >= 1"),
+        (["lr=0"], "lr: invalid value 0.0: must be > 0"),
+        (["tau_end=-0.5"], "tau_end: invalid value -0.5: must be >= 0"),
+        (["candidate_norm=layer"], "candidate_norm: invalid value 'layer': must be one of none, batch, "
+                                   "sample"),
+        (["epoch=3"], "epoch: unknown setting; did you mean epochs\\?"),
+        (["lamda_td=1"], "lamda_td: unknown setting; did you mean lambda_td, lambda_task or lambda_l2\\?"),
+        (["zzz=1"], "zzz: unknown setting \\(cellgraph train --help lists every setting\\)"),
+        (["lambda2=1"], "lambda2: this setting was renamed: use lambda_td"),
+        (["batch_norm=true"], "batch_norm: this setting was renamed: use candidate_norm"),
     ],
 )
 def test_bad_settings_name_the_key(items, message):
@@ -111,3 +127,62 @@ def test_presets_put_the_appendix_lambdas_in_the_authors_slots():
     for key in ("lambda_margin", "lambda_l2", "lambda_td"):
         low, high, _ = ranges[key]
         assert low <= preset[key] <= high, key
+
+
+def test_every_rule_is_enforced_and_stated():
+    """Each setting with a rule rejects a value that breaks it, with the rule in the message."""
+    bad = {"must be >= 0": -1, "must be >= 1": 0, "must be >= 2": 1, "must be > 0": 0.0}
+    for item in fields(TrainConfig):
+        rule = item.metadata["rule"]
+        if rule is None:
+            continue
+        value = "nope" if rule.text.startswith("must be one of") else bad[rule.text]
+        with pytest.raises(FormatError, match=f"^{item.name}: invalid value .*: {re.escape(rule.text)}$"):
+            TrainConfig(**{item.name: value})
+
+
+def test_required_keys_and_where_they_may_come_from(tmp_path):
+    with pytest.raises(FormatError, match="task and model not given: name them with --task"):
+        resolve_config(require=("task", "model"))
+    with pytest.raises(FormatError, match="^model not given"):
+        resolve_config(overrides={"task": "sst"}, require=("task", "model"))
+    assert resolve_config("paper-sst-gru", require=("task", "model")).task == "sst"
+    with pytest.raises(FormatError, match="epoch: unknown setting"):  # a typo is named first
+        resolve_config(overrides={"epoch": "1"}, require=("task", "model"))
+
+
+def test_compact_shows_what_differs_and_preset_conflicts():
+    config = resolve_config("paper-sst-gru", overrides={"epochs": 3, "task": "ptb"})
+    assert compact(config) == "task=ptb model=gru seed=0 epochs=3 batch_size=3 lr=0.000485 lambda_l2=2.11e-12"
+    assert preset_conflicts("paper-sst-gru", config) == [
+        "warning: preset paper-sst-gru is tuned for task sst, not ptb; its other settings may not suit ptb"]
+    assert preset_conflicts("paper-sst-gru", resolve_config("paper-sst-gru")) == []
+    assert preset_conflicts(None, config) == []
+
+
+def _interrupt_during(monkeypatch, name: str) -> None:
+    """Make ``os.<name>`` send this process SIGINT (as Ctrl-C would) before it runs."""
+    real = getattr(os, name)
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args)
+
+    monkeypatch.setattr(os, name, interrupted)
+
+
+def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch):
+    target = tmp_path / "f.json"
+    atomic_write(target, b"old")
+    _interrupt_during(monkeypatch, "fsync")
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, b"new")
+    monkeypatch.undo()
+    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_writing_into_a_missing_folder_names_the_folder(tmp_path):
+    folder = tmp_path / "no"
+    with pytest.raises(FileNotFoundError, match=f"^cannot write .*out.svg: folder {folder} does not exist$"):
+        atomic_write(tmp_path / "no" / "out.svg", b"x")

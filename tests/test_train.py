@@ -216,15 +216,16 @@ def test_cli_train_and_its_errors(tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "gru" and config["epochs"] == 1
     assert json.loads((out / "env.json").read_text())["seed"] == 0
-    assert main(["train", "--task", "planted", "--out", str(out)]) == 2
+    assert main(["train", "--task", "planted", "--model", "gru", "--out", str(out)]) == 2
     assert "already holds a run" in capsys.readouterr().err
     assert main(["train", "--resume", str(out), "--model", "gru"]) == 2
     assert "drop --model" in capsys.readouterr().err
     assert main(["train", "--task", "planted"]) == 2
-    assert main(["train", "--set", "epochs=0", "--out", str(tmp_path / "x")]) == 2
+    assert main(["train", "--task", "planted", "--model", "gru", "--set", "epochs=0", "--out", str(tmp_path / "x")]) == 2
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["train", "--set", "epochs=1", "--out", str(blocker / "run")]) == 2
+    assert main(["train", "--task", "planted", "--model", "gru", *sets, "--set", "epochs=1",
+                 "--out", str(blocker / "run")]) == 2
     assert "cannot be written" in capsys.readouterr().err
 
 

@@ -19,8 +19,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the results as JSON to OUT")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads, >= 1 (default 2)")
     p.set_defaults(func=run)
+
+
+def positive_int(text: str) -> int:
+    """An argument that must be an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -100,6 +100,8 @@ def _search(args: argparse.Namespace, hpo) -> int:
         raise CellGraphError(f"need --heartbeat >= 1 and --grace > --heartbeat, got {args.heartbeat} and {args.grace}")
     if args.retries < 0:
         raise CellGraphError(f"--retries must be >= 0, got {args.retries}")
+    from cellgraph.backends import torch_train  # noqa: F401 - without torch: one error, before a study exists
+
     fixed = parse_set(args.set)
     overrides = {"task": args.task, "model": args.model, **({"data_dir": args.data} if args.data else {}), **fixed}
     base = resolve_config(args.preset, None, overrides)
