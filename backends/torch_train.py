@@ -36,9 +36,7 @@ Evaluation (validation, test, structure logs, export) runs the search in
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +60,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
+from cellgraph.progress import Progress, progress
 from cellgraph.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.jsonio import dump_cell
 from cellgraph.runs import RunDir, write_json
@@ -73,7 +72,6 @@ __all__ = [
 ]
 
 Log = Callable[[str], None]
-PROGRESS_ENV = "CELLGRAPH_NO_PROGRESS"
 
 
 class TrainingStopped(CellGraphError):
@@ -193,12 +191,15 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
     data = dataset.splits[split]
     model.eval()
     nats = correct = n = 0
+    mine = dist.shard(np.arange(len(data)))
+    bar = progress(len(mine), split, dist.writes, unit="sequences")
     with model.choice_mode(config.eval_mode):
-        parts = _chunks(dist.shard(np.arange(len(data))), config.eval_batch_size)
-        for _, tokens, targets in _batches(data, parts):
+        for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size)):
             logits, _ = model(tokens)
             loss, count, right = task_loss(logits, targets)
             nats, correct, n = nats + float(loss.sum()), correct + right, n + count
+            bar.update(len(index))
+    bar.close()
     nats, correct, n = dist.sum([nats, correct, n])
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
@@ -347,11 +348,9 @@ def _set_phase(model: TaskModel, phase: str) -> None:
         p.requires_grad_(phase == "scoring")
 
 
-def _progress(total: int, desc: str, show: bool):
-    from tqdm import tqdm
-
-    quiet = not show or os.environ.get(PROGRESS_ENV) == "1" or not sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, disable=quiet, leave=False, dynamic_ncols=True)
+def _progress(total: int, desc: str, show: bool) -> Progress:
+    """Progress of ``total`` training steps (:func:`cellgraph.progress.progress`)."""
+    return progress(total, desc, show)
 
 
 @dataclass

@@ -388,9 +388,9 @@ def _check_same_run(run_dir: Path, config: TrainConfig) -> None:
 def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
     """Train ``config`` into ``run_dir`` (resuming the run an earlier attempt left there),
     logging to ``run_dir/trial.log``; return the final validation metric."""
-    from cellgraph.backends.torch_train import PROGRESS_ENV, train
+    from cellgraph.backends.torch_train import train
+    from cellgraph.progress import disabled
 
-    os.environ[PROGRESS_ENV] = "1"
     resume = (run_dir / "config.json").exists()
     if resume:
         _check_same_run(run_dir, config)
@@ -403,7 +403,8 @@ def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
 
         log(f"== {title} on {socket.gethostname()} (pid {os.getpid()}): {'resuming' if resume else 'new run'}")
         try:
-            final = train(config, run_dir, resume=resume, log=log)
+            with disabled():  # the trial's log is its file: no progress on the worker's stderr
+                final = train(config, run_dir, resume=resume, log=log)
         except Exception:
             log(traceback.format_exc())
             raise
