@@ -672,18 +672,9 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
 
 def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test") -> tuple[MultiCell, Layout]:
     """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
-    at step ``t``, and the model's tuple layout."""
-    config, dataset, model, _ = _load_run(run_dir)
-    data = dataset.splits.get(split)
-    if data is None:
-        raise CellGraphError(f"unknown split {split!r} (train, val or test)")
-    if not 0 <= sample < len(data):
-        raise CellGraphError(f"sample {sample} is outside split {split} (0..{len(data) - 1})")
-    if not 0 <= t < data.inputs.shape[1]:
-        raise CellGraphError(f"step t={t} is outside 0..{data.inputs.shape[1] - 1}")
-    if not model.structured:
-        raise CellGraphError(f"{run_dir}: model {config.model!r} has no discovered cells")
-    one = Split(data.inputs[sample:sample + 1], data.targets[sample:sample + 1],
-                data.origin[sample:sample + 1], data.source)
-    ((_, traces),) = _discovered(model, one, config, 1)
-    return model.cell(traces, t, 0), model.layout
+    at step ``t``, and the model's tuple layout (with the node vectors:
+    :meth:`cellgraph.backends.torch_run.LoadedRun.sample_cell`)."""
+    from cellgraph.backends.torch_run import load_run
+
+    run = load_run(run_dir)
+    return run.sample_cell(split, sample, t)[0], run.layout
