@@ -85,6 +85,24 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
+    assert "no finished run" in capsys.readouterr().err
+
+
+def test_summarize_skips_unfinished_runs_and_shows_one_seed_plainly(tmp_path, capsys):
+    """`cellgraph summarize runs/*` mid-experiment: a note per folder left out, the table of
+    the rest; one seed gives its value alone, never '± 0.000'."""
+    run = RunDir.create(tmp_path / "done")
+    run.write_config({"task": "wiki", "model": "gru", "seed": 0})
+    run.write_final({"val_bpc": 2.0, "test_bpc": 2.25, "train_seconds": 12.0, "epochs_run": 3})
+    RunDir.create(tmp_path / "p-rrnn").write_config({"task": "wiki", "model": "rrnn", "seed": 0})
+    (tmp_path / "plots").mkdir()
+    assert main(["summarize", *(str(tmp_path / name) for name in ("done", "p-rrnn", "plots"))]) == 0
+    out, err = capsys.readouterr()
+    assert "| wiki | gru | bpc | 1 | 2.000 | 2.250 | 3.0 | 12 |" in out and "±" not in out.splitlines()[2]
+    assert "n=1" in out and "rrnn" not in out
+    assert err.splitlines() == [
+        f"cellgraph summarize: skipped {tmp_path / 'p-rrnn'} has no final.json: the run has not finished",
+        f"cellgraph summarize: skipped {tmp_path / 'plots'}: not a run folder (no config.json)"]
 
 
 def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, capsys):
