@@ -102,8 +102,9 @@ class LineProgress:
     def _line(self, now: float) -> str:
         elapsed = now - self.start
         rate = self.n / elapsed if elapsed > 0 else 0.0
-        parts = [f"{self.desc}: {self.n}/{self.total} {self.unit} ({100 * self.n // max(self.total, 1)}%)",
-                 f"{rate:.3g}/s"]
+        one = self.unit[:-1] if self.unit.endswith("s") else self.unit
+        speed = f"{rate:.3g}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.3g} s/{one}"
+        parts = [f"{self.desc}: {self.n}/{self.total} {self.unit} ({100 * self.n // max(self.total, 1)}%)", speed]
         if rate > 0:
             parts.append(f"ETA {_clock_text((self.total - self.n) / rate)}")
         if self.postfix:

@@ -40,6 +40,7 @@ def test_a_line_per_tenth_with_count_rate_and_eta():
 def test_a_line_every_30_seconds_when_tenths_are_slow():
     lines = run_steps(1000, 1.0)  # a tenth takes 100 s
     assert [line.split()[1] for line in lines[:4]] == ["30/1000", "60/1000", "90/1000", "100/1000"]
+    assert run_steps(100, 20.0)[0] == "val: 2/100 sequences (2%), 20 s/sequence, ETA 32:40"
 
 
 def test_a_short_step_prints_nothing():
