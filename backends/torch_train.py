@@ -50,6 +50,7 @@ from torch.nn import functional as F
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch_distributed import Distributed, share
+from cellgraph.backends.torch_logger import check_logger, open_logger
 from cellgraph.backends.torch_loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
@@ -538,6 +539,7 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
+    check_logger(config.logger)  # a missing package fails before the run folder is made
     config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
     if dist.writes:
         run = RunDir.create(out_dir, resume=resume)
@@ -560,11 +562,14 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     if resume and (last.exists() or last.with_suffix(".prev.pt").exists()):
         state = _restore(model, optimizer, load_latest(last, log))
         log(f"resuming {out_dir} after epoch {state.epoch}")
+    board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
         run.truncate_metrics(state.epoch)
         if state.epoch == 0 and model.structured:  # where the search starts: the untrained cells
             model.set_tau(tau_at(config, 0.0))
-            write_json(run.path / "structures" / "epoch_000.json", structure_log(model, dataset, config, 0))
+            initial = structure_log(model, dataset, config, 0)
+            write_json(run.path / "structures" / "epoch_000.json", initial)
+            board.epoch({"epoch": 0}, initial)
     metric = dataset.metric
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
         start = time.perf_counter()
@@ -587,12 +592,15 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
             log(warning)
         if dist.writes:
             run.append_metrics(record)
+            board.epoch(record, structures)
             if structures is not None:
                 write_json(run.path / "structures" / f"epoch_{state.epoch:03d}.json", structures)
             if improved:
                 save_checkpoint(run.checkpoints / "best.pt", {"model": model.state_dict(), "epoch": state.epoch})
             save_checkpoint(last, _checkpoint(model, optimizer, state))
-    return _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
+    final = _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
+    board.close(final)
+    return final
 
 
 def _quiet(_: str) -> None:

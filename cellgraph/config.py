@@ -30,6 +30,7 @@ MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
 MODES = ("hard", "soft", "straight-through")
 CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
+LOGGERS = ("none", "tensorboard")
 LOSS_WEIGHTS = ("lambda_task", "lambda_td", "lambda_margin", "lambda_l2")
 
 #: Settings that were renamed, with their replacement and why.
@@ -96,6 +97,7 @@ class TrainConfig:
     num_threads: int = 0  # 0 = torch default
     log_structures: int = 64  # samples whose discovered trees are logged per epoch
     max_bad_steps: int = 5  # stop after this many non-finite losses in a row (each is skipped)
+    logger: str = "none"  # tensorboard: also RUN_DIR/tensorboard/ (pip install 'cellgraph[tensorboard]')
 
     def __post_init__(self) -> None:
         checks = {
@@ -105,6 +107,7 @@ class TrainConfig:
             "eval_mode": self.eval_mode in MODES,
             "candidate_norm": self.candidate_norm in CANDIDATE_NORMS,
             "placement": self.placement in PLACEMENTS,
+            "logger": self.logger in LOGGERS,
             "epochs": self.epochs >= 1,
             "batch_size": self.batch_size >= 1,
             "lr": self.lr > 0 and math.isfinite(self.lr),
@@ -130,7 +133,7 @@ class TrainConfig:
             **{key: getattr(self, key) >= 0 for key in LOSS_WEIGHTS},
         }
         allowed = {"task": TASKS, "model": MODELS, "mode": MODES, "eval_mode": MODES,
-                   "candidate_norm": CANDIDATE_NORMS, "placement": PLACEMENTS}
+                   "candidate_norm": CANDIDATE_NORMS, "placement": PLACEMENTS, "logger": LOGGERS}
         for key, ok in checks.items():
             if not ok:
                 hint = f" (one of {', '.join(allowed[key])})" if key in allowed else ""

@@ -17,7 +17,7 @@ repeating a trial, written against optuna 5's storage API:
    :class:`optuna.samplers.RandomSampler` seeded ``search_seed`` and adds them as WAITING
    trials with user attribute ``slot`` = 0..N-1, then sets ``ready``. Other workers wait
    for ``ready`` and refuse to join when their settings differ from the study's (the data
-   folder and thread count may differ: :data:`MACHINE_KEYS`).
+   folder, thread count and logger may differ: :data:`MACHINE_KEYS`).
 2. *Claiming.* A worker claims a WAITING trial with
    ``storage.set_trial_state_values(trial_id, RUNNING)``, which returns False when the
    trial is no longer WAITING. PostgreSQL reads the row ``FOR UPDATE``, so only one worker
@@ -84,8 +84,8 @@ __all__ = [
 Out = Callable[[str], None]
 
 #: Settings that may differ between workers and are not exported: where this machine keeps
-#: the data, and how many threads it trains with.
-MACHINE_KEYS = ("data_dir", "num_threads")
+#: the data, how many threads it trains with, and whether it also logs to TensorBoard.
+MACHINE_KEYS = ("data_dir", "num_threads", "logger")
 SPEC_ATTR, READY_ATTR = "cellgraph", "ready"
 READY_WAIT_S = 60.0  # how long a joining worker waits for the creator to queue the trials
 SQLITE_TIMEOUT_S = 600.0  # how long a worker waits for SQLite's write lock
@@ -270,7 +270,7 @@ def open_study(storage: RDBStorage, name: str, spec: dict[str, Any], slots: int 
     differences = _differences(stored, mine)
     if differences:
         raise CellGraphError(f"study {name} was started with other settings ({'; '.join(differences)}); "
-                             "run the same command (only --data and num_threads may differ) or use another --study")
+                             "run the same command (only --data, num_threads and logger may differ) or use another --study")
     return study
 
 
