@@ -193,7 +193,8 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
     model.eval()
     nats = correct = n = 0
     mine = dist.shard(np.arange(len(data)))
-    bar = progress(len(mine), split, dist.writes, unit="sequences")
+    desc = f"{split}, {config.eval_mode} search" if model.structured else split
+    bar = progress(len(mine), desc, dist.writes, unit="sequences")
     with model.choice_mode(config.eval_mode):
         for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size)):
             logits, _ = model(tokens)

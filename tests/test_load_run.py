@@ -136,5 +136,7 @@ def test_eval_reports_progress_off_a_terminal(runs, monkeypatch, capsys):
     path, _ = runs["gru"]
     assert main(["eval", str(path)]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("test: 4/16 sequences (25%), ") and "/s, ETA " in err[0]
+    assert err[0].startswith("test: 4/16 sequences (25%), ") and "ETA " in err[0]
     assert err[-1].startswith("test: done, 16 sequences in ")
+    assert main(["eval", str(runs["rrnn"][0]), "--split", "val", "--mode", "soft"]) == 0
+    assert capsys.readouterr().err.startswith("val, soft search: 4/16 sequences (25%)")
