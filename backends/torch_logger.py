@@ -22,7 +22,6 @@ import math
 from pathlib import Path
 from typing import Any, Protocol
 
-from cellgraph.config import LOGGERS
 from cellgraph.errors import CellGraphError
 
 __all__ = ["TOP_FORMS", "EpochLogger", "check_logger", "open_logger", "epoch_scalars",
