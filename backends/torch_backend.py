@@ -50,6 +50,12 @@ class TorchBackend:
 
         return train(config, out_dir, resume=resume, argv=argv)
 
+    def load_run(self, path, checkpoint: str = "best"):
+        """A trained run folder (:func:`~cellgraph.backends.torch_run.load_run`)."""
+        from cellgraph.backends.torch_run import load_run
+
+        return load_run(path, checkpoint)
+
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values
         ``(p,)`` or ``(B, p)``; constants may be left out; ``params[r] = (L_r, R_r, b_r)``)."""

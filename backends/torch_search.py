@@ -46,6 +46,7 @@ recorded structure is the argmax) and ``straight-through`` (forward hard, backwa
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -60,6 +61,7 @@ from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
 from cellgraph.layout import SearchSpace
+from cellgraph.progress import note
 
 __all__ = ["MODES", "SearchParams", "prepare", "search"]
 
@@ -291,6 +293,7 @@ _compiled: dict[str, Callable] = {}
 def _compiled_block() -> Callable | None:
     """``torch.compile(_block)``, made once; None (after one warning) where it fails."""
     if "block" not in _compiled:
+        note("compiling the cell search with torch.compile (tens of seconds, once per process)...")
         try:
             _compiled["block"] = torch.compile(_block, dynamic=True)
         except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
@@ -313,11 +316,16 @@ def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor, Ten
     """:func:`_block`, compiled where asked and possible. The backward graph is compiled with
     the forward one (not lazily at the first backward pass), so that a failure shows here
     and the call is redone eagerly."""
+    first = compile and "block" not in _compiled
     fn = _compiled_block() if compile else None
     if fn is not None:
+        start = time.perf_counter()
         try:
             with functorch_config.patch(force_non_lazy_backward_lowering=True):
-                return fn(*args)
+                out = fn(*args)
+            if first:
+                note(f"compiled the cell search in {time.perf_counter() - start:.0f} s")
+            return out
         except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
             _compile_failed(err)
     return _block(*args)

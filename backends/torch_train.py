@@ -36,9 +36,7 @@ Evaluation (validation, test, structure logs, export) runs the search in
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +50,7 @@ from torch.nn import functional as F
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch_distributed import Distributed, share
+from cellgraph.backends.torch_logger import check_logger, open_logger
 from cellgraph.backends.torch_loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
 from cellgraph.backends.torch_targets import SelfTargetProvider
 from cellgraph.backends.torch_task import SelfTargets, TaskModel, TeacherTargets
@@ -62,6 +61,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
+from cellgraph.progress import Progress, progress
 from cellgraph.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.jsonio import dump_cell
 from cellgraph.runs import RunDir, write_json
@@ -73,7 +73,6 @@ __all__ = [
 ]
 
 Log = Callable[[str], None]
-PROGRESS_ENV = "CELLGRAPH_NO_PROGRESS"
 
 
 class TrainingStopped(CellGraphError):
@@ -193,12 +192,16 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
     data = dataset.splits[split]
     model.eval()
     nats = correct = n = 0
+    mine = dist.shard(np.arange(len(data)))
+    desc = f"{split}, {config.eval_mode} search" if model.structured else split
+    bar = progress(len(mine), desc, dist.writes, unit="sequences")
     with model.choice_mode(config.eval_mode):
-        parts = _chunks(dist.shard(np.arange(len(data))), config.eval_batch_size)
-        for _, tokens, targets in _batches(data, parts):
+        for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size)):
             logits, _ = model(tokens)
             loss, count, right = task_loss(logits, targets)
             nats, correct, n = nats + float(loss.sum()), correct + right, n + count
+            bar.update(len(index))
+    bar.close()
     nats, correct, n = dist.sum([nats, correct, n])
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
@@ -347,11 +350,9 @@ def _set_phase(model: TaskModel, phase: str) -> None:
         p.requires_grad_(phase == "scoring")
 
 
-def _progress(total: int, desc: str, show: bool):
-    from tqdm import tqdm
-
-    quiet = not show or os.environ.get(PROGRESS_ENV) == "1" or not sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, disable=quiet, leave=False, dynamic_ncols=True)
+def _progress(total: int, desc: str, show: bool) -> Progress:
+    """Progress of ``total`` training steps (:func:`cellgraph.progress.progress`)."""
+    return progress(total, desc, show)
 
 
 @dataclass
@@ -539,6 +540,7 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
+    check_logger(config.logger)  # a missing package fails before the run folder is made
     config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
     if dist.writes:
         RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
@@ -564,11 +566,14 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     if resume and run.has_checkpoint():
         state = _restore(model, optimizer, load_latest(last, log))
         log(f"resuming {out_dir} after epoch {state.epoch}")
+    board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
         run.truncate_metrics(state.epoch)
         if state.epoch == 0 and model.structured:  # where the search starts: the untrained cells
             model.set_tau(tau_at(config, 0.0))
-            write_json(run.path / "structures" / "epoch_000.json", structure_log(model, dataset, config, 0))
+            initial = structure_log(model, dataset, config, 0)
+            write_json(run.path / "structures" / "epoch_000.json", initial)
+            board.epoch({"epoch": 0}, initial)
     metric = dataset.metric
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
         start = time.perf_counter()
@@ -591,12 +596,15 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
             log(warning)
         if dist.writes:
             run.append_metrics(record)
+            board.epoch(record, structures)
             if structures is not None:
                 write_json(run.path / "structures" / f"epoch_{state.epoch:03d}.json", structures)
             if improved:
                 save_checkpoint(run.checkpoints / "best.pt", {"model": model.state_dict(), "epoch": state.epoch})
             save_checkpoint(last, _checkpoint(model, optimizer, state))
-    return _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
+    final = _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
+    board.close(final)
+    return final
 
 
 def _quiet(_: str) -> None:
@@ -676,18 +684,9 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
 
 def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test") -> tuple[MultiCell, Layout]:
     """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
-    at step ``t``, and the model's tuple layout."""
-    config, dataset, model, _ = _load_run(run_dir)
-    data = dataset.splits.get(split)
-    if data is None:
-        raise CellGraphError(f"unknown split {split!r} (train, val or test)")
-    if not 0 <= sample < len(data):
-        raise CellGraphError(f"sample {sample} is outside split {split} (0..{len(data) - 1})")
-    if not 0 <= t < data.inputs.shape[1]:
-        raise CellGraphError(f"step t={t} is outside 0..{data.inputs.shape[1] - 1}")
-    if not model.structured:
-        raise CellGraphError(f"{run_dir}: model {config.model!r} has no discovered cells")
-    one = Split(data.inputs[sample:sample + 1], data.targets[sample:sample + 1],
-                data.origin[sample:sample + 1], data.source)
-    ((_, traces),) = _discovered(model, one, config, 1)
-    return model.cell(traces, t, 0), model.layout
+    at step ``t``, and the model's tuple layout (with the node vectors:
+    :meth:`cellgraph.backends.torch_run.LoadedRun.sample_cell`)."""
+    from cellgraph.backends.torch_run import load_run
+
+    run = load_run(run_dir)
+    return run.sample_cell(split, sample, t)[0], run.layout

@@ -2,7 +2,8 @@
 
 The core (this package) never imports torch: it holds typed cell DAGs, their unfolded
 trees, canonical forms, the paper's tree distances, the GRU/LSTM targets and the exports.
-Numeric evaluation lives in backends found by name (:func:`cellgraph.backend`).
+Numeric evaluation lives in backends found by name (:func:`cellgraph.backend`);
+:func:`cellgraph.load_run` loads a trained run folder through one.
 """
 
 from cellgraph.backend import backend, backend_names
@@ -11,6 +12,7 @@ from cellgraph.expr import Expr, Leaf, Node, Role
 from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.registry import Activation, Op, register_activation, register_op
+from cellgraph.runs import load_run
 from cellgraph.targets import Target, target, target_names
 from cellgraph.tree import Tree, unfold
 
@@ -19,5 +21,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CellGraphError", "FormatError", "Expr", "Leaf", "Node", "Role", "CellGraph", "MultiCell",
     "Layout", "SearchSpace", "TupleSpec", "Activation", "Op", "register_activation",
-    "register_op", "Target", "target", "target_names", "Tree", "unfold", "__version__",
+    "register_op", "Target", "target", "target_names", "Tree", "unfold", "load_run", "__version__",
 ]

@@ -95,6 +95,8 @@ def backend(name: str) -> Backend:
     try:
         loaded = ep.load()
     except Exception as err:
+        if isinstance(err, ModuleNotFoundError) and (err.name or "").partition(".")[0] == "torch":
+            raise  # a missing torch: the CLI names the install command
         raise CellGraphError(
             f"backend plugin {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}"
         ) from err

@@ -35,6 +35,7 @@ MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
 MODES = ("hard", "soft", "straight-through")
 CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
+LOGGERS = ("none", "tensorboard")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -163,6 +164,9 @@ class TrainConfig:
                                "(structures/)", at_least(0))
     max_bad_steps: int = _key(5, "stop after this many non-finite losses in a row (each is skipped)",
                               at_least(1))
+    logger: str = _key("none", "tensorboard: also write the per-epoch metrics, loss terms, N_e and "
+                       "discovered-cell shares to RUN_DIR/tensorboard/ (pip install 'cellgraph[tensorboard]')",
+                       one_of(LOGGERS))
 
     def __post_init__(self) -> None:
         for item in fields(self):

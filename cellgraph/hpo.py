@@ -17,7 +17,7 @@ repeating a trial, written against optuna 5's storage API:
    :class:`optuna.samplers.RandomSampler` seeded ``search_seed`` and adds them as WAITING
    trials with user attribute ``slot`` = 0..N-1, then sets ``ready``. Other workers wait
    for ``ready`` and refuse to join when their settings differ from the study's (the data
-   folder and thread count may differ: :data:`MACHINE_KEYS`).
+   folder, thread count and logger may differ: :data:`MACHINE_KEYS`).
 2. *Claiming.* A worker claims a WAITING trial with
    ``storage.set_trial_state_values(trial_id, RUNNING)``, which returns False when the
    trial is no longer WAITING. PostgreSQL reads the row ``FOR UPDATE``, so only one worker
@@ -84,8 +84,8 @@ __all__ = [
 Out = Callable[[str], None]
 
 #: Settings that may differ between workers and are not exported: where this machine keeps
-#: the data, and how many threads it trains with.
-MACHINE_KEYS = ("data_dir", "num_threads")
+#: the data, how many threads it trains with, and whether it also logs to TensorBoard.
+MACHINE_KEYS = ("data_dir", "num_threads", "logger")
 SPEC_ATTR, READY_ATTR = "cellgraph", "ready"
 READY_WAIT_S = 60.0  # how long a joining worker waits for the creator to queue the trials
 SQLITE_TIMEOUT_S = 600.0  # how long a worker waits for SQLite's write lock
@@ -270,7 +270,7 @@ def open_study(storage: RDBStorage, name: str, spec: dict[str, Any], slots: int 
     differences = _differences(stored, mine)
     if differences:
         raise CellGraphError(f"study {name} was started with other settings ({'; '.join(differences)}); "
-                             "run the same command (only --data and num_threads may differ) or use another --study")
+                             "run the same command (only --data, num_threads and logger may differ) or use another --study")
     return study
 
 
@@ -388,9 +388,9 @@ def _check_same_run(run_dir: Path, config: TrainConfig) -> None:
 def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
     """Train ``config`` into ``run_dir`` (resuming the run an earlier attempt left there),
     logging to ``run_dir/trial.log``; return the final validation metric."""
-    from cellgraph.backends.torch_train import PROGRESS_ENV, train
+    from cellgraph.backends.torch_train import train
+    from cellgraph.progress import disabled
 
-    os.environ[PROGRESS_ENV] = "1"
     resume = (run_dir / "config.json").exists()
     if resume:
         _check_same_run(run_dir, config)
@@ -403,7 +403,8 @@ def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
 
         log(f"== {title} on {socket.gethostname()} (pid {os.getpid()}): {'resuming' if resume else 'new run'}")
         try:
-            final = train(config, run_dir, resume=resume, log=log)
+            with disabled():  # the trial's log is its file: no progress on the worker's stderr
+                final = train(config, run_dir, resume=resume, log=log)
         except Exception:
             log(traceback.format_exc())
             raise

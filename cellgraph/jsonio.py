@@ -47,6 +47,7 @@ __all__ = [
     "dump_tree",
     "dump_cell",
     "dump_layout",
+    "cell_document",
     "save",
     "load_document",
     "load_tree",
@@ -155,6 +156,18 @@ def dump_cell(cell: Expr | CellGraph | MultiCell, layout: Layout | None = None,
             nodes.append(entry)
         bodies.append({"state": g.state, "nodes": nodes, "root": ids[g.root]})
     return _document(DAG_FORMAT, bodies, layout)
+
+
+def cell_document(cell: Expr | CellGraph | MultiCell, layout: Layout | None = None,
+                  vectors: Mapping[Expr, Any] | None = None, dag: bool = False) -> dict[str, Any]:
+    """``cell`` as a ``cellgraph.tree`` document (every state unfolded) or, with ``dag``, a
+    ``cellgraph.dag`` one; ``vectors`` (node -> vector, every node of the cell) puts each
+    node's vector on it, as ``cellgraph distance`` needs."""
+    if dag:
+        return dump_cell(cell, layout, vectors)
+    trees = {g.state: g.unfold() if vectors is None else g.unfold().with_vectors(vectors)
+             for g in as_multicell(cell)}
+    return dump_tree(trees, layout)
 
 
 def save(path: str | Path, document: Mapping[str, Any]) -> Path:

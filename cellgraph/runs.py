@@ -34,6 +34,7 @@ from cellgraph.errors import CellGraphError, FormatError
 
 __all__ = [
     "deferred_interrupt", "atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions",
+    "load_run",
 ]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
@@ -228,3 +229,22 @@ class RunDir:
 
     def read_final(self) -> dict[str, Any]:
         return read_json(self.file("final.json"))
+
+
+def load_run(path: str | Path, checkpoint: str = "best", backend: str = "torch") -> Any:
+    """A trained run folder loaded for use from Python, through the numeric backend
+    ``backend`` (found by name, imported only now): its model, ready for ``model(tokens)``
+    and searching in the run's ``eval_mode``, with ``config``, ``dataset`` (vocabulary and
+    splits), ``epoch`` of the ``checkpoint`` (``best`` or ``last``), and ``tokens``,
+    ``encode``, ``cell``, ``vectors`` and ``document`` to feed it and export its cells
+    (torch: :class:`cellgraph.backends.torch_run.LoadedRun`)."""
+    from cellgraph.backend import backend as find_backend
+
+    if not (Path(path) / "config.json").is_file():
+        raise CellGraphError(f"{path} is not a run folder (no config.json)")
+    if checkpoint not in ("best", "last"):
+        raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
+    loader = getattr(find_backend(backend), "load_run", None)
+    if loader is None:
+        raise CellGraphError(f"backend {backend!r} cannot load trained runs (the torch backend can)")
+    return loader(path, checkpoint)

@@ -1,5 +1,6 @@
 """Aggregate finished runs over seeds: mean and sample standard deviation of the final
-validation and test metric per (task, model), with training time (RESULTS.md).
+validation and test metric per (task, model), with training time (RESULTS.md). A group of
+one run has no standard deviation (``None``; the table shows the value alone).
 
 The final metrics are those of the run's ``eval_mode`` (hard search unless set). Where every
 run of a group was also scored with the other search (``final.json`` of an RRNN run holds
@@ -14,7 +15,7 @@ from __future__ import annotations
 import statistics
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from cellgraph.errors import CellGraphError
 from cellgraph.runlog import RunLog, require_field
@@ -23,8 +24,8 @@ from cellgraph.runs import eval_name, read_json
 __all__ = ["summarize", "markdown"]
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
 GROUPINGS = ("model", "name")
@@ -37,19 +38,42 @@ def _group(log: RunLog, by: str) -> tuple[str, str]:
     return log.config["task"], log.config["model"]
 
 
-def summarize(run_dirs: Iterable[str | Path], by: str = "model") -> list[dict[str, Any]]:
-    """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
-    std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
-    them, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch)."""
-    if by not in GROUPINGS:
-        raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
-    groups: dict[tuple[str, str], list[tuple[RunLog, dict[str, Any]]]] = {}
+def _finished(run_dirs: Iterable[str | Path],
+              skip: Callable[[str], None] | None) -> list[tuple[RunLog, dict[str, Any]]]:
+    """``(log, final.json)`` of every finished run. A path that is no run folder or a run
+    without final.json is an error, or with ``skip`` passed to it as a one-line note."""
+    found = []
     for path in run_dirs:
+        if skip is not None and not (Path(path) / "config.json").is_file():
+            skip(f"skipped {path}: not a run folder (no config.json)")
+            continue
         log = RunLog.load(path)
         final = log.final()
         if final is None:
-            raise CellGraphError(f"{path} has no final.json: the run has not finished")
+            message = f"{path} has no final.json: the run has not finished"
+            if skip is None:
+                raise CellGraphError(message)
+            skip(f"skipped {message}")
+            continue
+        found.append((log, final))
+    return found
+
+
+def summarize(run_dirs: Iterable[str | Path], by: str = "model",
+              skip: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
+    std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
+    them, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch).
+    ``skip`` receives a note for each folder left out (:func:`_finished`); without it such
+    a folder is an error, and so is finding no finished run."""
+    if by not in GROUPINGS:
+        raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
+    run_dirs = list(run_dirs)
+    groups: dict[tuple[str, str], list[tuple[RunLog, dict[str, Any]]]] = {}
+    for log, final in _finished(run_dirs, skip):
         groups.setdefault(_group(log, by), []).append((log, final))
+    if not groups:
+        raise CellGraphError(f"no finished run (a folder with final.json) among the {len(run_dirs)} given")
     rows = []
     for (task, name), runs in sorted(groups.items()):
         metric = runs[0][0].metric
@@ -87,17 +111,22 @@ def _other(log: RunLog, final: dict[str, Any], split: str, mode: str) -> float |
     return float(require_field(read_json(path), key, float, "", path))
 
 
+def _cell(pair: tuple[float, float | None] | None, metric: str) -> str:
+    """``mean ± std``, the value alone for one run (std None), ``—`` for no value."""
+    if pair is None:
+        return "—"
+    numbers = [v for v in pair if v is not None]
+    if max(abs(v) for v in numbers) >= 1e5:  # a diverged run: digits would say nothing
+        form = ".3g"
+    else:
+        form = ".1f" if metric == "perplexity" else ".3f"
+    return " ± ".join(format(v, form) for v in numbers)
+
+
 def markdown(rows: list[dict[str, Any]], terms: bool = False) -> str:
     """The rows as a Markdown table; with both searches where any row has them, and with
-    ``terms`` the last epoch's weighted loss terms (task / TD / margin / L2)."""
-    def cell(pair: tuple[float, float] | None, metric: str) -> str:
-        if pair is None:
-            return "—"
-        if max(abs(v) for v in pair) >= 1e5:  # a diverged run: digits would say nothing
-            return f"{pair[0]:.3g} ± {pair[1]:.3g}"
-        digits = 1 if metric == "perplexity" else 3
-        return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
-
+    ``terms`` the last epoch's weighted loss terms (task / TD / margin / L2); a line under it
+    where a row has one seed."""
     modes = any(r["val_soft"] or r["test_soft"] for r in rows)
     head = "| task | model | metric | seeds | val | test |"
     if modes:
@@ -106,11 +135,13 @@ def markdown(rows: list[dict[str, Any]], terms: bool = False) -> str:
     lines = [head, "|---" * (8 + 4 * modes + terms) + "|"]
     for r in rows:
         m = r["metric"]
-        cells = [r["task"], r["model"], m, str(r["n"]), cell(r["val"], m), cell(r["test"], m)]
+        cells = [r["task"], r["model"], m, str(r["n"]), _cell(r["val"], m), _cell(r["test"], m)]
         if modes:
-            cells += [cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
-        cells += [f"{r['epochs'][0]:.1f}", f"{r['seconds'][0]:.0f} ± {r['seconds'][1]:.0f}"]
+            cells += [_cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
+        cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]
         if terms:
             cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))
         lines.append("| " + " | ".join(cells) + " |")
+    if any(r["n"] == 1 for r in rows):
+        lines += ["", "Rows with seeds = 1 (n=1) hold one run's values: no ± standard deviation."]
     return "\n".join(lines)

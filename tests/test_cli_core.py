@@ -124,9 +124,14 @@ def test_distance_prints_td_and_td_iso(capsys, tmp_path):
 def test_distance_needs_vectors(capsys, tmp_path):
     gru = target("gru")
     bare = write(tmp_path / "bare.json", jsonio.dump_cell(gru.cell))
-    full = write(tmp_path / "full.json", jsonio.dump_tree(with_vectors(gru.graph.unfold(), 0)))
+    full_tree = with_vectors(gru.graph.unfold(), 0)
+    full = write(tmp_path / "full.json", jsonio.dump_tree(full_tree))
     code, _, err = run(capsys, "distance", full, bare)
-    assert code == 2 and "bare.json: internal node at heap label 1" in err and "has no vector" in err
+    assert code == 2 and "bare.json has no vectors on its nodes" in err and "cellgraph export" in err
+    some = {e: np.ones(5) for e in gru.graph.root.walk() if e is not gru.graph.root}
+    partial = write(tmp_path / "partial.json", jsonio.dump_cell(gru.cell, vectors=some))
+    code, _, err = run(capsys, "distance", full, partial)
+    assert code == 2 and "partial.json: internal node at heap label 1" in err and "has no vector" in err
 
 
 @pytest.mark.parametrize("command", ["target", "render", "distance"])

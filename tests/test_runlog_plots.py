@@ -48,6 +48,64 @@ def test_plot_command_writes_png_and_svg(tmp_path, capsys):
     assert (tmp_path / "plots" / "n_e.png").stat().st_size > 1000
 
 
+def _figures(monkeypatch) -> dict:
+    """Capture the figures the plot functions would save, by name."""
+    from cellgraph import plots
+
+    seen = {}
+
+    def keep(fig, out_dir, name):
+        seen[name] = fig
+        return [out_dir / f"{name}.png"]
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return seen
+
+
+def _metric_run(path, task, model, train, val):
+    run = RunDir.create(path)
+    run.write_config({"task": task, "model": model, "seed": 0})
+    metric = {"wiki": "bpc", "ptb": "perplexity", "sst": "accuracy"}[task]
+    for e, (a, b) in enumerate(zip(train, val), 1):
+        run.append_metrics({"epoch": e, f"train_{metric}": a, f"val_{metric}": b})
+    return run
+
+
+def test_learning_curves_panels_scales_colours_and_legend(tmp_path, monkeypatch):
+    """One panel per metric; log axis (said) where a curve spans decades; whole-number epoch
+    ticks; a run's train (dashed) and val (solid) in one colour; each run named once."""
+    from cellgraph.plots import learning_curves
+
+    _metric_run(tmp_path / "a" / "p1", "ptb", "rrnn", [900.0, 9e4, 9e6], [1000.0, 1e5, 1e7])
+    _metric_run(tmp_path / "b" / "p1", "ptb", "rrnn", [300.0, 200.0, 150.0], [320.0, 210.0, 160.0])
+    _metric_run(tmp_path / "s", "sst", "gru", [0.5, 0.6, 0.7], [0.45, 0.5, 0.55])
+    figures = _figures(monkeypatch)
+    logs = [RunLog.load(tmp_path / p) for p in ("a/p1", "b/p1", "s")]
+    assert learning_curves(logs, tmp_path)
+    ppl, acc = figures["learning_curves"].axes
+    assert ppl.get_yscale() == "log" and "log scale" in ppl.get_ylabel() and "perplexity" in ppl.get_ylabel()
+    assert acc.get_yscale() == "linear" and acc.get_ylabel() == "accuracy"
+    for ax, n_runs in ((ppl, 2), (acc, 1)):
+        lines = [line for line in ax.get_lines() if len(line.get_xdata())]
+        assert [line.get_linestyle() for line in lines] == ["--", "-"] * n_runs
+        assert all(lines[k].get_color() == lines[k + 1].get_color() for k in range(0, len(lines), 2))
+        assert len({line.get_color() for line in lines}) == n_runs
+        assert all(float(t).is_integer() for t in ax.get_xticks())
+    names = [t.get_text() for t in ppl.get_legend().get_texts()]
+    assert names == ["rrnn (a/p1)", "rrnn (b/p1)", "train", "val"]  # folder names told apart
+
+
+def test_plot_says_what_it_did_not_draw(tmp_path, capsys):
+    """A figure with nothing to show is left out with a note, never silently."""
+    _metric_run(tmp_path / "g", "wiki", "gru", [3.0, 2.5], [3.1, 2.6])
+    assert main(["plot", str(tmp_path / "g"), "-o", str(tmp_path / "plots")]) == 0
+    out, err = capsys.readouterr()
+    assert "learning_curves.png" in out and "n_e" not in out
+    assert "n_e: not drawn" in err and "rrnn-gru run with two epochs or more" in err
+    assert "tree_shapes: not drawn" in err
+    assert not (tmp_path / "plots" / "n_e.png").exists()
+
+
 def test_trees_command_lists_and_saves(tmp_path, capsys):
     _fake_run(tmp_path / "a")
     assert main(["trees", str(tmp_path / "a"), "--top", "1", "--save", str(tmp_path / "forms")]) == 0
@@ -85,6 +143,24 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
+    assert "no finished run" in capsys.readouterr().err
+
+
+def test_summarize_skips_unfinished_runs_and_shows_one_seed_plainly(tmp_path, capsys):
+    """`cellgraph summarize runs/*` mid-experiment: a note per folder left out, the table of
+    the rest; one seed gives its value alone, never '± 0.000'."""
+    run = RunDir.create(tmp_path / "done")
+    run.write_config({"task": "wiki", "model": "gru", "seed": 0})
+    run.write_final({"val_bpc": 2.0, "test_bpc": 2.25, "train_seconds": 12.0, "epochs_run": 3})
+    RunDir.create(tmp_path / "p-rrnn").write_config({"task": "wiki", "model": "rrnn", "seed": 0})
+    (tmp_path / "plots").mkdir()
+    assert main(["summarize", *(str(tmp_path / name) for name in ("done", "p-rrnn", "plots"))]) == 0
+    out, err = capsys.readouterr()
+    assert "| wiki | gru | bpc | 1 | 2.000 | 2.250 | 3.0 | 12 |" in out and "±" not in out.splitlines()[2]
+    assert "n=1" in out and "rrnn" not in out
+    assert err.splitlines() == [
+        f"cellgraph summarize: skipped {tmp_path / 'p-rrnn'} has no final.json: the run has not finished",
+        f"cellgraph summarize: skipped {tmp_path / 'plots'}: not a run folder (no config.json)"]
 
 
 def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, capsys):

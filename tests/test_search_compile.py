@@ -76,3 +76,16 @@ def test_compiled_and_eager_agree(monkeypatch, mode):
     for a, b in zip(eager, compiled):
         if a is not None:
             torch.testing.assert_close(a.float(), b.float(), rtol=1e-4, atol=1e-5)
+
+
+def test_compilation_is_announced_once(monkeypatch, capsys):
+    """A line before the first compiled step (compilation is silent and long), one after it,
+    none on later steps."""
+    monkeypatch.setattr(torch_search, "_compiled", {})
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # "compiles" at once
+    monkeypatch.delenv("CELLGRAPH_NO_PROGRESS", raising=False)
+    _run("hard", True)
+    _run("hard", True)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("compiling the cell search with torch.compile")
+    assert lines[1].startswith("compiled the cell search in ")

@@ -176,10 +176,12 @@ print(json.dumps(results))
 
 
 def test_missing_torch_is_one_line_naming_the_install(tmp_path):
+    made = tmp_path / "made"  # a run folder to read: its checks come before torch is needed
+    RunDir.create(made).write_config(TrainConfig(task="planted", model="rrnn").to_dict())
     commands = [["train", "--task", "planted", "--model", "gru", "--out", str(tmp_path / "run")],
-                ["eval", str(tmp_path / "run")], ["bench", "--quick"],
+                ["eval", str(made)], ["bench", "--quick"],
                 ["demo", "--quick", "-o", str(tmp_path / "d")],
-                ["export", str(tmp_path / "run"), "--sample", "0", "--t", "0", "--format", "json"],
+                ["export", str(made), "--sample", "0", "--t", "0", "--format", "json"],
                 ["prove", "--only", "vanishing"],
                 ["search", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1",
                  "--dir", str(tmp_path / "s")]]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.errors import CellGraphError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -11,8 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tree distance TD(T_pred, T_target) of two cells with vectors (paper Sec. 3.3)",
         description="Print TD(T_pred, T_target) of the paper's Sec. 3.3 as one number (full float "
         "precision). Both documents (cellgraph.tree or cellgraph.dag, docs/FORMAT.md) must carry a "
-        "vector on every internal node. With --iso, the minimum of TD over Iso(T_target), the "
-        "trees obtained by swapping the children of commutative nodes (the tree term of Eq. 5).",
+        "vector on every internal node, as 'cellgraph export RUN_DIR ... --format json' writes them. "
+        "With --iso, the minimum of TD over Iso(T_target), the trees obtained by swapping the "
+        "children of commutative nodes (the tree term of Eq. 5).",
         epilog="example: cellgraph distance predicted.json gru_teacher.json --iso",
     )
     p.add_argument("pred", metavar="PRED.json", help="the predicted tree T_pred")
@@ -30,7 +33,18 @@ def run(args: argparse.Namespace) -> int:
     trees = []
     for path in (args.pred, args.target):
         tree = load_tree(path, args.state)
-        tree.require_vectors(path)
+        _require_vectors(tree, path)
         trees.append(tree)
     print(repr(float((td_iso if args.iso else td)(*trees))))
     return 0
+
+
+def _require_vectors(tree, path: str) -> None:
+    """TD compares node vectors: a document without any says which command writes them."""
+    internal = [t for _, t in tree.positions()]
+    if internal and all(t.vector is None for t in internal):
+        raise CellGraphError(
+            f"{path} has no vectors on its nodes (a structure only, as 'cellgraph target' and "
+            "'cellgraph trees --save' write); TD compares node vectors: 'cellgraph export RUN_DIR "
+            "--sample I --t T --format json' writes a trained cell with them")
+    tree.require_vectors(path)

@@ -13,9 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="export the cell a trained rrnn/rrnn-gru run builds for one sample and step",
         description="Run the best checkpoint's search (the run's eval_mode) on one sequence and "
         "export the cell it uses at step T: json (the unfolded tree, or with --dag the cell "
-        "graph), sympy/latex (one equation per generated node, then the states), or a drawing "
-        "(dot, svg, png). Text formats go to stdout unless -o is given; drawings go to -o FILE, "
-        "by default cell_I_T.EXT.",
+        "graph, with the vector of every node: cellgraph distance reads it), sympy/latex (one "
+        "equation per generated node, then the states), or a drawing (dot, svg, png). Text formats "
+        "go to stdout unless -o is given; drawings go to -o FILE, by default cell_I_T.EXT.",
         epilog="example: cellgraph export runs/p1 --sample 0 --t 5 --format sympy -o cell.txt",
     )
     p.add_argument("run", metavar="RUN_DIR")
@@ -33,11 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from cellgraph.backends.torch_train import export_cell
     from cellgraph.commands.target import emit
     from cellgraph.config import load_run_config
+    from cellgraph.runs import load_run
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
-    cell, layout = export_cell(args.run, args.sample, args.t, args.split)
+    run = load_run(args.run)
+    cell, vectors = run.sample_cell(args.split, args.sample, args.t)
     name = f"{args.run} {args.split} sample {args.sample}, t = {args.t}"
-    return emit(args, SimpleNamespace(cell=cell, layout=layout, name=name), f"cell_{args.sample}_{args.t}")
+    subject = SimpleNamespace(cell=cell, layout=run.layout, vectors=vectors, name=name)
+    return emit(args, subject, f"cell_{args.sample}_{args.t}")

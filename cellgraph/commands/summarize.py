@@ -11,7 +11,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "summarize",
         help="aggregate finished runs into a mean ± std table per task and model",
         description="Group finished runs (folders with final.json) by task and model and print "
-        "validation and test metrics as mean ± std over seeds, with training time, as Markdown.",
+        "validation and test metrics as mean ± std over seeds (the value alone for one seed), "
+        "with training time, as Markdown. Unfinished runs and folders that hold no run are "
+        "skipped with a note on stderr (so 'cellgraph summarize runs/*' works mid-experiment).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the table as JSON")
@@ -27,7 +29,12 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.runs import write_json
     from cellgraph.summary import markdown, summarize
 
-    rows = summarize(args.runs, by=args.by)
+    import sys
+
+    def note(line: str) -> None:
+        print(f"cellgraph summarize: {line}", file=sys.stderr)
+
+    rows = summarize(args.runs, by=args.by, skip=note)
     print(markdown(rows, terms=args.terms))
     if args.json:
         write_json(args.json, rows)

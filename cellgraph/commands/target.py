@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "target",
         help="export a target cell (gru, gru_torch, lstm, lstm_torch) as JSON, sympy, LaTeX or a drawing",
         description="Export a target cell. json: the unfolded tree as a cellgraph.tree document "
-        "(every state of a multi-state cell, with the layout; see docs/FORMAT.md). sympy/latex: one "
+        "(every state of a multi-state cell, with the layout; see docs/FORMAT.md): its structure, "
+        "without vectors (cellgraph export writes a trained cell with them). sympy/latex: one "
         "equation per generated node, children first, then the expression of every state. "
         "dot/svg/png: a drawing as in the paper's Figure 1. Text formats go to stdout unless -o is "
         "given; drawings go to -o FILE, by default NAME.EXT.",
@@ -38,8 +39,7 @@ def _text(args: argparse.Namespace, tgt) -> str:
 
         from cellgraph import jsonio
 
-        doc = (jsonio.dump_cell(tgt.cell, tgt.layout) if args.dag
-               else jsonio.dump_tree({g.state: g.unfold() for g in tgt.cell}, tgt.layout))
+        doc = jsonio.cell_document(tgt.cell, tgt.layout, getattr(tgt, "vectors", None), args.dag)
         return json.dumps(doc, indent=1)
     import sympy
 
@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def emit(args: argparse.Namespace, subject, stem: str) -> int:
-    """Write ``subject`` (anything with ``cell``, ``layout``, ``name``) in ``args.format``:
-    a drawing to ``args.output`` (default ``STEM.FORMAT``), text to ``args.output`` or stdout."""
+    """Write ``subject`` (anything with ``cell``, ``layout``, ``name``; JSON also carries its
+    ``vectors``, node -> vector, where it has them) in ``args.format``: a drawing to
+    ``args.output`` (default ``STEM.FORMAT``), text to ``args.output`` or stdout."""
     if args.format in DRAWING_FORMATS:
         from cellgraph.draw import render
 

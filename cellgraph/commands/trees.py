@@ -38,11 +38,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"epoch {chosen['epoch']}: {chosen['n_cells']} cells, "
           f"{len(chosen['forms'])} distinct forms, target share {chosen.get('target_share', 0):.3f}")
     print(f"{'rank':>4} {'count':>6} {'share':>6} {'depth':>5} {'nodes':>5}  form")
-    for k, form in enumerate(chosen["forms"][: args.top], 1):
+    listed = chosen["forms"][: args.top]
+    for k, form in enumerate(listed, 1):
         mark = " (target)" if form.get("is_target") else ""
         print(f"{k:>4} {form['count']:>6} {form['count'] / total:>6.3f} {form['depth']:>5} "
               f"{form['n_internal']:>5}  {form['canonical']}{mark}")
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             write_json(Path(args.save) / f"form_{k}.json", form["cell"])
+    if args.save and listed:
+        print(_saved_note(args.run, args.save, len(listed), listed[0].get("example")))
     return 0
+
+
+def _saved_note(run: str, folder: str, n: int, example: dict | None) -> str:
+    """What the saved files hold, and the command that writes a cell with vectors."""
+    note = f"saved {n} forms to {folder}/form_K.json: structures without vectors"
+    if example:
+        note += (f"; with vectors (for cellgraph distance), form 1's example cell: cellgraph export "
+                 f"{run} --split val --sample {example['sample']} --t {example['t']} --format json")
+    return note

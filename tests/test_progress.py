@@ -1,0 +1,77 @@
+"""Progress of long steps: plain lines off a terminal, the switches that turn it off."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from cellgraph import progress
+from cellgraph.progress import LineProgress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_steps(total: int, seconds_per_step: float) -> list[str]:
+    clock, out = Clock(), io.StringIO()
+    bar = LineProgress(total, "val", out, "sequences", clock=clock)
+    for _ in range(total):
+        clock.now += seconds_per_step
+        bar.update()
+    bar.set_postfix(loss="0.5")
+    bar.close()
+    return out.getvalue().splitlines()
+
+
+def test_a_line_per_tenth_with_count_rate_and_eta():
+    lines = run_steps(100, 1.0)  # 100 s in all: the first 5 s are quiet
+    assert lines[0] == "val: 10/100 sequences (10%), 1/s, ETA 1:30"
+    assert [line.split()[1] for line in lines[:-1]] == [f"{k}0/100" for k in range(1, 10)]
+    assert lines[-1] == "val: done, 100 sequences in 1:40, loss 0.5"
+
+
+def test_a_line_every_30_seconds_when_tenths_are_slow():
+    lines = run_steps(1000, 1.0)  # a tenth takes 100 s
+    assert [line.split()[1] for line in lines[:4]] == ["30/1000", "60/1000", "90/1000", "100/1000"]
+    assert run_steps(100, 20.0)[0] == "val: 2/100 sequences (2%), 20 s/sequence, ETA 32:40"
+
+
+def test_a_short_step_prints_nothing():
+    assert run_steps(50, 0.05) == []
+
+
+def test_off_a_terminal_lines_inside_disabled_nothing():
+    out = io.StringIO()
+    assert isinstance(progress.progress(10, "test", stream=out), LineProgress)
+    assert not isinstance(progress.progress(10, "test", show=False, stream=out), LineProgress)
+    with progress.disabled():
+        assert not progress.enabled()
+        assert not isinstance(progress.progress(10, "test", stream=out), LineProgress)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(progress.enabled()))
+        worker.start()
+        worker.join()
+        assert seen == [True]  # another thread is not switched off
+    assert progress.enabled()  # nothing leaks out of the block
+
+
+def test_environment_switch(monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV, "1")
+    assert not progress.enabled()
+    progress.note("compiling")
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv(progress.ENV)
+    progress.note("compiling")
+    assert capsys.readouterr().err == "compiling\n"
+
+
+@pytest.mark.parametrize("total", [0, 1])
+def test_tiny_totals(total):
+    assert run_steps(total, 10.0) == []  # nothing to report half-way
