@@ -68,4 +68,4 @@ def test_without_tensorboard_one_line_names_the_extra(tmp_path, monkeypatch, cap
     assert len(err.strip().splitlines()) == 1 and "pip install 'cellgraph[tensorboard]'" in err
     assert not (out / "config.json").exists()  # failed before the run folder was made
     assert main(["train", "--task", "planted", "--model", "gru", "--set", "logger=wandb", "--out", str(out)]) == 2
-    assert "logger: invalid value 'wandb' (one of none, tensorboard)" in capsys.readouterr().err
+    assert "logger: invalid value 'wandb': must be one of none, tensorboard" in capsys.readouterr().err
