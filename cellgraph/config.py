@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,7 +24,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config", "parse_set"]
+__all__ = ["TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config", "parse_set",
+           "valid_device"]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
 MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
@@ -31,6 +33,11 @@ MODES = ("hard", "soft", "straight-through")
 CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
 LOSS_WEIGHTS = ("lambda_task", "lambda_td", "lambda_margin", "lambda_l2")
+#: The forms of the ``device`` setting (resolved against the machine by the torch backend).
+DEVICE_FORMS = ("auto", "cpu", "cuda", "cuda:N")
+_DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
+#: Mixed precision of the training step: none, or bfloat16 autocast (gru, lstm, rrnn-gru).
+AMPS = ("none", "bf16")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -96,6 +103,8 @@ class TrainConfig:
     num_threads: int = 0  # 0 = torch default
     log_structures: int = 64  # samples whose discovered trees are logged per epoch
     max_bad_steps: int = 5  # stop after this many non-finite losses in a row (each is skipped)
+    device: str = "auto"  # auto (a CUDA GPU when there is one, else the CPU), cpu, cuda, cuda:N
+    amp: str = "none"  # training step in bfloat16 autocast (bf16; gru, lstm, rrnn-gru), loss in float32
 
     def __post_init__(self) -> None:
         checks = {
@@ -105,6 +114,8 @@ class TrainConfig:
             "eval_mode": self.eval_mode in MODES,
             "candidate_norm": self.candidate_norm in CANDIDATE_NORMS,
             "placement": self.placement in PLACEMENTS,
+            "device": valid_device(self.device),
+            "amp": self.amp in AMPS,
             "epochs": self.epochs >= 1,
             "batch_size": self.batch_size >= 1,
             "lr": self.lr > 0 and math.isfinite(self.lr),
@@ -130,11 +141,16 @@ class TrainConfig:
             **{key: getattr(self, key) >= 0 for key in LOSS_WEIGHTS},
         }
         allowed = {"task": TASKS, "model": MODELS, "mode": MODES, "eval_mode": MODES,
-                   "candidate_norm": CANDIDATE_NORMS, "placement": PLACEMENTS}
+                   "candidate_norm": CANDIDATE_NORMS, "placement": PLACEMENTS, "device": DEVICE_FORMS,
+                   "amp": AMPS}
         for key, ok in checks.items():
             if not ok:
                 hint = f" (one of {', '.join(allowed[key])})" if key in allowed else ""
                 raise FormatError(key, f"invalid value {getattr(self, key)!r}{hint}")
+        if self.amp != "none" and self.model == "rrnn":
+            raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
+                              "runs in float32 (its exclusion test compares candidates within 1e-9, far "
+                              "below bfloat16's resolution)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -243,6 +259,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     elif kind is str and isinstance(value, str):
         return value
     raise FormatError(key, f"expected a {kind.__name__}, got {value!r}", source)
+
+
+def valid_device(name: str) -> bool:
+    """Whether ``name`` has one of the :data:`DEVICE_FORMS` (not whether this machine has it)."""
+    return isinstance(name, str) and _DEVICE.fullmatch(name) is not None
 
 
 def parse_set(items: list[str]) -> dict[str, str]:

@@ -84,8 +84,8 @@ __all__ = [
 Out = Callable[[str], None]
 
 #: Settings that may differ between workers and are not exported: where this machine keeps
-#: the data, and how many threads it trains with.
-MACHINE_KEYS = ("data_dir", "num_threads")
+#: the data, how many threads it trains with, and on which device.
+MACHINE_KEYS = ("data_dir", "num_threads", "device")
 SPEC_ATTR, READY_ATTR = "cellgraph", "ready"
 READY_WAIT_S = 60.0  # how long a joining worker waits for the creator to queue the trials
 SQLITE_TIMEOUT_S = 600.0  # how long a worker waits for SQLite's write lock
