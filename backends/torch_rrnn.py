@@ -366,6 +366,8 @@ class RRNNGRUCell(_TupleModule):
                               [n.tuples[0] for n in self._nodes]])
         self.register_buffer("_fixed", fixed, persistent=False)
         self.register_buffer("_choosing", torch.tensor(self.choosing_nodes, dtype=torch.long), persistent=False)
+        self.register_buffer("_choosing_start", torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes]),
+                             persistent=False)
 
     def _plan(self, gru, n_tuples: int) -> tuple[_GRUNode, ...]:
         """The nodes of the ``gru`` tree with the tuples each may use under the placement."""
@@ -415,7 +417,7 @@ class RRNNGRUCell(_TupleModule):
 
     def choices(self, trace: SearchTrace) -> Tensor:
         """``(B, n_choosing_nodes)`` the tuple chosen at each choosing node (for ``N_e``)."""
-        return trace.tuple_pos[:, list(self.choosing_nodes)]
+        return trace.tuple_pos.index_select(1, self._choosing)
 
     def forward(self, x: Tensor, state: Tensor | None = None, params: _GRUParams | None = None,
                 x_proj: dict[str, Tensor] | None = None, traces: bool = True
@@ -469,8 +471,7 @@ class RRNNGRUCell(_TupleModule):
         choice, best, second = (torch.stack(column, 1) for column in
                                 zip(*(ranked[source[k]] for k in self.choosing_nodes)))
         left, right, op, act, tuple_pos = self._fixed.expand(B, -1, -1).clone().unbind(1)  # own memory
-        start = torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes], device=choice.device)
-        tuple_pos.index_copy_(1, self._choosing, choice + start)
+        tuple_pos.index_copy_(1, self._choosing, choice + self._choosing_start)
         n_nodes = len(self._nodes)
         best_full = best.new_zeros(B, n_nodes).index_copy(1, self._choosing, best)
         second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._choosing, second)
