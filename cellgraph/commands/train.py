@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph train --preset paper-wiki10k-gru --data ../shared/data --out runs/gru; "
         "cellgraph train --resume runs/p1",
     )
+    from cellgraph.commands import DEVICE_AUTO, add_device_flag
     from cellgraph.config import MODELS, TASKS
 
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
@@ -36,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a finished gru run on the same task: its GRU gives the TD target vectors")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="the new run folder")
     p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue this run folder")
+    add_device_flag(p, None, f"where to train: {DEVICE_AUTO} (default: the device setting, auto); "
+                    "with --resume, moves the run to that device")
     p.set_defaults(func=run)
 
 
@@ -57,15 +60,18 @@ def run(args: argparse.Namespace) -> int:
         if not run_dir.file("config.json").exists():
             raise CellGraphError(f"{args.resume} is not a run folder (no config.json) to resume")
         config, out = load_run_config(run_dir.file("config.json")), args.resume
+        if args.device:  # a machine choice, not a setting of the run: a resumed run may move
+            config = resolve_config(base=config.to_dict(), overrides={"device": args.device})
     else:
         if not args.out:
             raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")
-        overrides = {key: getattr(args, flag) for flag, key in _FLAG_KEYS.items() if getattr(args, flag)}
+        overrides = {key: getattr(args, flag) for flag, key in (*_FLAG_KEYS.items(), ("device", "device"))
+                     if getattr(args, flag)}
         overrides.update(parse_set(args.set))
         config, out = resolve_config(args.preset, args.config, overrides), args.out
     from cellgraph.backends.torch_distributed import launched
     from cellgraph.backends.torch_train import train
 
-    with launched() as dist:  # several processes under torchrun, else one
+    with launched(config.device) as dist:  # several processes under torchrun, else one
         train(config, out, resume=bool(args.resume), argv=sys.argv, dist=dist)
     return 0
