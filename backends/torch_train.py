@@ -180,6 +180,7 @@ def _batches(split: Split, parts: Iterable[np.ndarray], device: torch.device | s
 
 
 def _device_of(model: nn.Module) -> torch.device:
+    """Where ``model`` computes (its parameters' device)."""
     return next(model.parameters()).device
 
 
