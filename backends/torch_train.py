@@ -500,13 +500,17 @@ def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _Stat
 
 
 def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> _State:
-    """Load ``ckpt`` (its tensors already on the model's device: ``map_location``)."""
+    """Continue from ``ckpt``, loaded onto the CPU whatever device wrote it: ``load_state_dict``
+    moves the model's and the optimizer's state to the parameters' device but leaves Adam's
+    step counters where they were loaded; on the CPU, as a new Adam keeps them, not on a GPU,
+    where reading them would cost a device sync per step."""
+    device = _device_of(model)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
-    _set_rng_state(ckpt["rng"], _device_of(model))
-    early = ckpt["early"]
+    _set_rng_state(ckpt["rng"], device)
+    early, choices = ckpt["early"], ckpt["choices"]
     return _State(ckpt["epoch"], early["best"], early["best_epoch"], early["bad_epochs"],
-                  early["bad_steps"], ckpt["choices"])
+                  early["bad_steps"], None if choices is None else choices.to(device))
 
 
 def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
@@ -573,7 +577,7 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     state = _State()
     last = run.checkpoints / "last.pt"
     if resume and (last.exists() or last.with_suffix(".prev.pt").exists()):
-        state = _restore(model, optimizer, load_latest(last, log, map_location=device))
+        state = _restore(model, optimizer, load_latest(last, log, map_location="cpu"))
         log(f"resuming {out_dir} after epoch {state.epoch}")
     if dist.writes:
         run.truncate_metrics(state.epoch)

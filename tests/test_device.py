@@ -367,6 +367,19 @@ def test_a_run_moves_between_gpu_and_cpu(tmp_path):
 
 
 @needs_cuda
+def test_a_resumed_optimizer_keeps_its_step_counters_on_the_cpu(tmp_path):
+    """After a resume on the GPU, Adam's state is on the GPU but its step counters stay on
+    the CPU, as a new Adam keeps them (on the GPU, reading them would sync every step)."""
+    config = TrainConfig(**{**TINY, "model": "gru", "max_train": 8, "device": "cuda"})
+    torch_train.train(config, tmp_path, log=lambda s: None)
+    _, _, net, _ = _setup("gru", "cuda")
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    torch_train._restore(net, optimizer, load_checkpoint(tmp_path / "checkpoints" / "last.pt"))
+    for state in optimizer.state.values():
+        assert state["step"].is_cpu and state["exp_avg"].is_cuda
+
+
+@needs_cuda
 def test_bench_on_the_gpu_adds_its_rows(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--threads", "1", "--device", "cuda", "--json", str(out)]) == 0
