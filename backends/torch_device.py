@@ -6,21 +6,22 @@
   there is none, or for a GPU index the machine lacks, is a :class:`CellGraphError`. Under
   ``torchrun`` every process takes the GPU of its ``LOCAL_RANK`` (one process per GPU).
 * :func:`autocast`: the ``amp`` setting as a context for the forward pass (``bf16``:
-  ``torch.autocast`` with bfloat16; ``none``: nothing).
+  ``torch.autocast`` with bfloat16; ``none``: nothing); :func:`no_autocast`: a region that
+  keeps its own dtype inside an autocast one.
 * :func:`synchronize`: wait for the device's queued work (for timing).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
+from typing import ContextManager, Iterator
 
 import torch
 
 from cellgraph.config import DEVICE_FORMS, valid_device
 from cellgraph.errors import CellGraphError
 
-__all__ = ["resolve_device", "autocast", "synchronize", "describe"]
+__all__ = ["resolve_device", "autocast", "no_autocast", "synchronize", "describe"]
 
 
 def _no_cuda_reason() -> str:
@@ -66,6 +67,16 @@ def autocast(device: torch.device, amp: str) -> ContextManager:
     if amp != "bf16":
         raise CellGraphError(f"unknown amp {amp!r} (none or bf16)")
     return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+@contextlib.contextmanager
+def no_autocast() -> Iterator[None]:
+    """Inside: no autocast on any device type (usable as a decorator)."""
+    with contextlib.ExitStack() as stack:
+        for kind in ("cpu", "cuda"):
+            if torch.is_autocast_enabled(kind):
+                stack.enter_context(torch.autocast(kind, enabled=False))
+        yield
 
 
 def synchronize(device: torch.device) -> None:

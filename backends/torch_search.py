@@ -51,11 +51,10 @@ recorded structure is the argmax) and ``straight-through`` (forward hard, backwa
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -64,6 +63,7 @@ from torch._functorch import config as functorch_config
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, TIE_RTOL
 from cellgraph.backends import torch_ops
+from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
 from cellgraph.layout import SearchSpace
@@ -152,17 +152,7 @@ class SearchParams:
     norm: str = "none"
 
 
-@contextlib.contextmanager
-def _autocast_off() -> Iterator[None]:
-    """Inside: no autocast on any device type (module docstring: the working dtype)."""
-    with contextlib.ExitStack() as stack:
-        for kind in ("cpu", "cuda"):
-            if torch.is_autocast_enabled(kind):
-                stack.enter_context(torch.autocast(kind, enabled=False))
-        yield
-
-
-@_autocast_off()
+@no_autocast()
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
             W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none") -> SearchParams:
     """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
@@ -563,7 +553,7 @@ class _Projections:
         return torch.stack([part[i] for i in idx], 2)
 
 
-@_autocast_off()
+@no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
            state: str = "h", compile: bool = False) -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are

@@ -36,7 +36,7 @@ LOSS_WEIGHTS = ("lambda_task", "lambda_td", "lambda_margin", "lambda_l2")
 #: The forms of the ``device`` setting (resolved against the machine by the torch backend).
 DEVICE_FORMS = ("auto", "cpu", "cuda", "cuda:N")
 _DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
-#: Mixed precision of the training step: none, or bfloat16 autocast (gru, lstm, rrnn-gru).
+#: Mixed precision of the training step: none, or bfloat16 autocast (rrnn-gru; the output layer of gru, lstm).
 AMPS = ("none", "bf16")
 
 #: Settings that were renamed, with their replacement and why.
@@ -104,7 +104,7 @@ class TrainConfig:
     log_structures: int = 64  # samples whose discovered trees are logged per epoch
     max_bad_steps: int = 5  # stop after this many non-finite losses in a row (each is skipped)
     device: str = "auto"  # auto (a CUDA GPU when there is one, else the CPU), cpu, cuda, cuda:N
-    amp: str = "none"  # training step in bfloat16 autocast (bf16; gru, lstm, rrnn-gru), loss in float32
+    amp: str = "none"  # bf16: forward pass in bfloat16 autocast (rrnn-gru; gru/lstm output layer), loss in float32
 
     def __post_init__(self) -> None:
         checks = {

@@ -26,7 +26,7 @@ from cellgraph.backends import torch_device, torch_distributed, torch_train
 from cellgraph.backends.torch_checkpoint import load_checkpoint
 from cellgraph.backends.torch_device import autocast, resolve_device
 from cellgraph.backends.torch_distributed import Distributed, launched, process_group_backend
-from cellgraph.backends.torch_rrnn import RRNN
+from cellgraph.backends.torch_rrnn import RRNN, GRUBaseline, LSTMBaseline
 from cellgraph.cli import main
 from cellgraph.config import TrainConfig, load_run_config
 from cellgraph.errors import CellGraphError, FormatError
@@ -421,3 +421,15 @@ def test_local_rank_from_the_environment():
 
 def test_describe_a_device():
     assert torch_device.describe(torch.device("cpu")) == "cpu"
+
+
+@pytest.mark.parametrize("make", [lambda: GRUBaseline(6), lambda: LSTMBaseline(6)], ids=["gru", "lstm"])
+def test_the_baselines_recurrent_layer_stays_float32_under_autocast(make):
+    """Under autocast torch would run cuDNN's GRU and LSTM in float16 whatever dtype was asked
+    for (and oneDNN's LSTM in bfloat16 on the CPU): the baselines keep theirs in float32."""
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(4, 3, 6)
+    plain = model(x)[0]
+    with autocast(torch.device("cpu"), "bf16"):
+        cast = model(x)[0]
+    assert cast.dtype == torch.float32 and torch.equal(plain, cast)
