@@ -270,7 +270,8 @@ def open_study(storage: RDBStorage, name: str, spec: dict[str, Any], slots: int 
     differences = _differences(stored, mine)
     if differences:
         raise CellGraphError(f"study {name} was started with other settings ({'; '.join(differences)}); "
-                             "run the same command (only --data and num_threads may differ) or use another --study")
+                             "run the same command (only --data, --device and num_threads may differ) or use "
+                             "another --study")
     return study
 
 
@@ -305,11 +306,13 @@ def only_study(storage: RDBStorage, name: str | None) -> str:
 
 
 def _differences(stored: dict[str, Any], mine: dict[str, Any]) -> list[str]:
-    """``key: value in the study, value here`` for each setting that differs."""
+    """``key: value in the study, value here`` for each setting that differs; a setting the
+    study predates has its default there (as its trials train with it)."""
     def flat(spec: dict[str, Any]) -> dict[str, Any]:
         return {**{k: v for k, v in spec.items() if k != "base"}, **spec["base"]}
 
-    ours, theirs = flat(mine), flat(stored)
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in MACHINE_KEYS}
+    ours, theirs = flat(mine), {**defaults, **flat(stored)}
     return [f"{key}: {theirs.get(key)!r} in the study, {ours.get(key)!r} here"
             for key in sorted(ours.keys() | theirs.keys()) if ours.get(key) != theirs.get(key)]
 
