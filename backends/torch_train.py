@@ -669,7 +669,7 @@ def _load_run(run_dir: str | Path, checkpoint: str = "best",
 def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
                  mode: str | None = None, device: str | None = None) -> dict[str, Any]:
     """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``),
-    its cells searched in ``mode`` (default: the run's ``eval_mode``; SPEC §3: hard), computed
+    its cells searched in ``mode`` (default: the run's ``eval_mode``, hard unless set), computed
     on ``device`` (default: the run's ``device`` setting)."""
     if split not in ("val", "test"):
         raise CellGraphError(f"unknown split {split!r} (val or test)")
