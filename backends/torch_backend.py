@@ -44,6 +44,13 @@ class TorchBackend:
     prepare_search = staticmethod(torch_search.prepare)
     structure = staticmethod(structure)
 
+    def resolve_device(self, name: str) -> str:
+        """The device a ``device`` setting means on this machine (``cpu``, ``cuda:N``); an
+        error where it asks for a GPU the machine lacks."""
+        from cellgraph.backends.torch_device import resolve_device
+
+        return str(resolve_device(name))
+
     def train(self, config, out_dir, resume: bool = False, argv=None) -> dict[str, Any]:
         """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch_train.train`)."""
         from cellgraph.backends.torch_train import train

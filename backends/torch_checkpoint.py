@@ -9,6 +9,8 @@
   accepted, never pickled code. A file without a sidecar that torch cannot read is reported
   as damaged (or, where it holds other objects, as refused), never with torch's advice to
   load it with ``weights_only=False``.
+* Loading maps every tensor to one device (``map_location``, the CPU by default), so a
+  checkpoint written on a GPU loads on a machine without one, and the other way round.
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ def _unreadable(path: Path, err: Exception, verified: bool) -> CheckpointError:
     return CheckpointError(f"{what}: {type(err).__name__}: {reason}")
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load and verify one checkpoint; raise :class:`CheckpointError` naming the problem."""
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load and verify one checkpoint, its tensors on ``map_location``; raise
+    :class:`CheckpointError` naming the problem."""
     path = Path(path)
     sidecar = Path(f"{path}.sha256")
     try:
@@ -84,7 +87,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if expected is not None and expected != _digest(data).encode():
         raise CheckpointError(f"checkpoint {path} is corrupted or truncated (sha256 mismatch)")
     try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for a damaged archive
         raise _unreadable(path, err, expected is not None) from None
     if not isinstance(state, dict):
@@ -92,14 +95,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def load_latest(path: str | Path, log=print) -> dict[str, Any]:
-    """Load ``path``, or, if it is damaged, its previous version ``*.prev.pt`` (saying so)."""
+def load_latest(path: str | Path, log=print, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load ``path``, or, if it is damaged, its previous version ``*.prev.pt`` (saying so),
+    its tensors on ``map_location``."""
     path = Path(path)
     try:
-        return load_checkpoint(path)
+        return load_checkpoint(path, map_location)
     except CheckpointError as err:
         prev = path.with_suffix(".prev.pt")
         if not prev.exists():
             raise
         log(f"warning: {err}; falling back to the previous checkpoint {prev}")
-        return load_checkpoint(prev)
+        return load_checkpoint(prev, map_location)

@@ -1,11 +1,13 @@
-"""Data-parallel training over several processes and machines (issue 7): torchrun's
-environment, the process group and the few collectives the trainer needs.
+"""Data-parallel training over several processes and machines: torchrun's environment, the
+process group and the few collectives the trainer needs.
 
 Distributed training
 --------------------
-``cellgraph train`` under ``torchrun`` trains with ``DistributedDataParallel`` on the gloo
-backend (the trainer runs on the CPU; nccl would need a trainer that puts the model on a GPU).
-One machine, N processes::
+``cellgraph train`` under ``torchrun`` trains with ``DistributedDataParallel``: on GPUs with
+the NCCL backend, one process per GPU (process ``LOCAL_RANK`` of a machine trains on
+``cuda:LOCAL_RANK``, so ``--nproc_per_node`` is the number of GPUs); on the CPU with gloo. The
+``device`` setting decides (``auto``: the GPUs when the machine has them). One machine, N
+processes::
 
     torchrun --standalone --nproc_per_node N -m cellgraph train --task planted --model gru --out runs/ddp
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -42,27 +44,34 @@ import torch
 from torch import Tensor, nn
 from torch import distributed as torch_dist
 
+from cellgraph.backends.torch_device import resolve_device
 from cellgraph.errors import CellGraphError
 
-__all__ = ["BACKEND", "Distributed", "launched", "share"]
+__all__ = ["process_group_backend", "Distributed", "launched", "share"]
 
-#: The process-group backend: gloo, since the trainer keeps the model on the CPU.
-BACKEND = "gloo"
+
+def process_group_backend(device: torch.device) -> str:
+    """The process-group backend for processes that train on ``device``: NCCL on GPUs,
+    gloo on the CPU."""
+    return "nccl" if device.type == "cuda" else "gloo"
 
 
 @dataclass(frozen=True)
 class Distributed:
     """Which share of the work this process does, and the collectives between the processes
-    (each one a no-op in a single process)."""
+    (each one a no-op in a single process). ``local_rank``: the process's index on its
+    machine; ``device``: where it trains and its collectives run (set by :func:`launched`)."""
 
     rank: int = 0
     world_size: int = 1
+    local_rank: int = 0
+    device: str = "cpu"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Distributed":
-        """``RANK`` and ``WORLD_SIZE`` as torchrun sets them; one process when unset."""
+        """``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` as torchrun sets them; one process when unset."""
         values = {}
-        for name, default, low in (("RANK", 0, 0), ("WORLD_SIZE", 1, 1)):
+        for name, default, low in (("RANK", 0, 0), ("WORLD_SIZE", 1, 1), ("LOCAL_RANK", 0, 0)):
             text = environ.get(name, str(default))
             try:
                 value: int | None = int(text)
@@ -74,7 +83,7 @@ class Distributed:
         if values["RANK"] >= values["WORLD_SIZE"]:
             raise CellGraphError(f"environment variables RANK={values['RANK']} and WORLD_SIZE="
                                  f"{values['WORLD_SIZE']}: the rank must be below the world size")
-        return cls(values["RANK"], values["WORLD_SIZE"])
+        return cls(values["RANK"], values["WORLD_SIZE"], values["LOCAL_RANK"])
 
     @property
     def active(self) -> bool:
@@ -98,20 +107,26 @@ class Distributed:
         """``values`` summed over the ranks (in float64)."""
         if not self.active:
             return list(values)
-        total = torch.tensor(values, dtype=torch.float64)
+        total = torch.tensor(values, dtype=torch.float64, device=self.device)
         torch_dist.all_reduce(total)
         return total.tolist()
 
-    def all(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on every rank (each rank gets the same answer)."""
+    def all(self, flag: bool | Tensor) -> bool:
+        """Whether ``flag`` (a bool, or a one-element bool tensor on this rank's device) holds
+        on every rank (each rank gets the same answer); a tensor is read once, after the
+        reduction."""
         if not self.active:
-            return flag
-        value = torch.tensor([int(flag)], dtype=torch.int32)
+            return bool(flag)
+        if torch.is_tensor(flag):
+            value = flag.reshape(1).to(torch.int32)
+        else:
+            value = torch.tensor([int(flag)], dtype=torch.int32, device=self.device)
         torch_dist.all_reduce(value, torch_dist.ReduceOp.MIN)
         return bool(value)
 
     def max(self, values: Tensor) -> Tensor:
-        """The elementwise maximum of an integer tensor over the ranks (gloo reduces int32)."""
+        """The elementwise maximum of an integer tensor on this rank's device over the ranks
+        (gloo reduces int32)."""
         if not self.active:
             return values
         wide = values.to(torch.int32)
@@ -126,7 +141,9 @@ class Distributed:
         that depends on the parameters."""
         if not self.active:
             return module
-        return nn.parallel.DistributedDataParallel(module, find_unused_parameters=find_unused)
+        device = torch.device(self.device)
+        ids = [device.index] if device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(module, device_ids=ids, find_unused_parameters=find_unused)
 
     def sync_buffers(self, module: nn.Module) -> None:
         """Give every rank rank 0's buffers (BatchNorm running statistics)."""
@@ -151,9 +168,11 @@ def share(n_local: int, n_global: int, world_size: int) -> float:
 
 
 @contextmanager
-def launched() -> Iterator[Distributed]:
+def launched(device: str = "auto") -> Iterator[Distributed]:
     """The :class:`Distributed` of this process, with the process group (``MASTER_ADDR``,
-    ``MASTER_PORT`` from torchrun) open inside the block when there are several processes."""
+    ``MASTER_PORT`` from torchrun) open inside the block when there are several processes:
+    for a CUDA ``device`` setting each process takes ``cuda:LOCAL_RANK`` (made its current
+    GPU) and the group runs NCCL, else gloo on the CPU."""
     dist = Distributed.from_env()
     if not dist.active:
         yield dist
@@ -167,7 +186,11 @@ def launched() -> Iterator[Distributed]:
     # exiting interpreter ("terminate called without an active exception", torch 2.13)
     from torch import _dynamo  # noqa: F401
 
-    torch_dist.init_process_group(BACKEND, rank=dist.rank, world_size=dist.world_size)
+    where = resolve_device(device, dist.local_rank)
+    if where.type == "cuda":
+        torch.cuda.set_device(where)
+    dist = replace(dist, device=str(where))
+    torch_dist.init_process_group(process_group_backend(where), rank=dist.rank, world_size=dist.world_size)
     try:
         yield dist
     finally:

@@ -93,6 +93,17 @@ class TargetTree:
         for q in range(m - 1, -1, -1):  # breadth first: children after parents
             subtree[q] += subtree[first[q]] + subtree[second[q]]
         self.subtree = subtree[:m, :m]
+        self._placed: dict[tuple[torch.device, torch.dtype, bool], tuple[Tensor, Tensor, Tensor]] = {}
+
+    def placed(self, device: torch.device, dtype: torch.dtype, iso: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+        """``first``, ``second`` (all rows, or row 0 without ``iso``) and ``subtree`` (in
+        ``dtype``) on ``device``, copied there once (not at every step of a training run)."""
+        key = (device, dtype, iso)
+        if key not in self._placed:
+            rows = slice(None) if iso else slice(0, 1)
+            self._placed[key] = (self.first[rows].to(device), self.second[rows].to(device),
+                                 self.subtree.to(device, dtype))
+        return self._placed[key]
 
     @property
     def n_positions(self) -> int:
@@ -154,14 +165,14 @@ def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bo
             f"(B, m, p) = ({B}, {m}, {vectors.shape[2]}) for target {target}"
         )
     device, dtype = vectors.device, vectors.dtype
-    first, second = (t.to(device) if iso else t[:1].to(device) for t in (target.first, target.second))
+    first, second, subtree = target.placed(device, dtype, iso)
     K = first.shape[0]
     first, second = first.expand(B, K, m), second.expand(B, K, m)
     weights = mult[:, n_leaves:].to(dtype)
     # node index -> row: every leaf shares row 0, generated node k is row k + 1
     left_row = (left - n_leaves + 1).clamp(min=0)
     right_row = (right - n_leaves + 1).clamp(min=0)
-    t_mass = (target_vectors * target_vectors).sum(-1) @ target.subtree.to(device, dtype).T
+    t_mass = (target_vectors * target_vectors).sum(-1) @ subtree.T
     rows = [torch.cat([t_mass, t_mass.new_zeros(B, 1)], 1)[:, None].expand(B, K, m + 1)]
     masses = [vectors.new_zeros(B)]
     batch = torch.arange(B, device=device)
@@ -199,15 +210,16 @@ def l2_loss(parameters: Iterable[Tensor]) -> Tensor:
 
 @dataclass(frozen=True)
 class LossTerms:
-    """The value of Eq. 5 and its weighted terms (detached floats that add up to ``total``;
-    ``None`` when the term is switched off): ``task``, ``td``, ``margin`` are batch means of
-    per-sample sums over the steps, ``l2`` the penalty."""
+    """The value of Eq. 5 and its weighted terms (detached 0-d tensors on the loss's device
+    that add up to ``total``, so that a training step need not wait for them; ``None`` when
+    the term is switched off): ``task``, ``td``, ``margin`` are batch means of per-sample sums
+    over the steps, ``l2`` the penalty."""
 
     total: Tensor
-    task: float | None
-    td: float | None
-    margin: float | None
-    l2: float | None
+    task: Tensor | None
+    td: Tensor | None
+    margin: Tensor | None
+    l2: Tensor | None
 
 
 #: The terms of Eq. 5, in :class:`LossTerms` order, and the config key of each weight.
@@ -274,7 +286,7 @@ class RRNNLoss(nn.Module):
             raise CellGraphError("RRNNLoss: every term is switched off (all weights are 0)")
         used = list(terms.values())
         total = sum(used[1:], used[0])
-        return LossTerms(total, *(float(terms[k].detach()) if k in terms else None for k in TERMS))
+        return LossTerms(total, *(terms[k].detach() if k in terms else None for k in TERMS))
 
     def _td(self, traces: Sequence[Sequence[SearchTrace]],
             target_vectors: Sequence[Sequence[Tensor]] | None, targets: Sequence[TargetTree]) -> Tensor:

@@ -15,6 +15,7 @@ Two structural facts let the search skip work (see :mod:`cellgraph.backends.torc
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping
 
 import torch
@@ -74,7 +75,14 @@ def is_additive(name: str) -> bool:
 
 
 def constant(leaf: Leaf, p: int, dtype: torch.dtype, device: torch.device | str | None = None) -> Tensor:
-    """The ``(p,)`` value of a constant leaf (:func:`cellgraph.constants.constant_vector`)."""
+    """The ``(p,)`` value of a constant leaf (:func:`cellgraph.constants.constant_vector`),
+    made once per ``(leaf, p, dtype, device)``: a cell reads it at every step, and making it
+    there would copy it from the host each time. Shared: never modify it in place."""
+    return _constant(leaf, p, dtype, torch.device("cpu") if device is None else torch.device(device))
+
+
+@functools.lru_cache(maxsize=256)
+def _constant(leaf: Leaf, p: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.as_tensor(constant_vector(leaf, p), dtype=dtype, device=device)
 
 

@@ -10,7 +10,9 @@ the hidden size ``p`` (the model embeds its tokens to ``p``).
   network picks, at each node, which weight tuple to use (``flexible`` placement; ``gates``:
   only at the nodes with trainable edges).
 * :class:`GRUBaseline` / :class:`LSTMBaseline`: ``torch.nn.GRU`` / ``LSTM`` with the same
-  call convention.
+  call convention, always in float32: under autocast torch runs cuDNN's GRU and LSTM in
+  float16 whatever dtype was asked for (bfloat16 included), without the loss scaling float16
+  needs, so the recurrent layer runs outside autocast.
 
 All sequence modules return ``(output, final_state, traces)``; multi-state states are
 tuples in state order (LSTM: ``(c, h)``).
@@ -27,6 +29,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from cellgraph.backends import torch_ops
+from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_search import MODES, SearchParams, prepare, search
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
@@ -417,7 +420,7 @@ class RRNNGRUCell(_TupleModule):
 
     def choices(self, trace: SearchTrace) -> Tensor:
         """``(B, n_choosing_nodes)`` the tuple chosen at each choosing node (for ``N_e``)."""
-        return trace.tuple_pos[:, list(self.choosing_nodes)]
+        return trace.tuple_pos.index_select(1, self._choosing)
 
     def forward(self, x: Tensor, state: Tensor | None = None, params: _GRUParams | None = None,
                 x_proj: dict[str, Tensor] | None = None, traces: bool = True
@@ -516,12 +519,13 @@ class RRNNGRU(_Sequence):
 
 class GRUBaseline(nn.Module):
     """``torch.nn.GRU`` (one layer, input size = hidden size) with the RRNN call convention:
-    ``forward(input, state) -> (output, h_T, None)``."""
+    ``forward(input, state) -> (output, h_T, None)``; float32 under autocast (module docstring)."""
 
     def __init__(self, hidden_size: int = 100, batch_first: bool = False) -> None:
         super().__init__()
         self.rnn = nn.GRU(hidden_size, hidden_size, batch_first=batch_first)
 
+    @no_autocast()
     def forward(self, input: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor, None]:
         output, h_n = self.rnn(input, None if state is None else state[None])
         return output, h_n[0], None
@@ -529,12 +533,14 @@ class GRUBaseline(nn.Module):
 
 class LSTMBaseline(nn.Module):
     """``torch.nn.LSTM`` with the RRNN call convention; states in the order ``(c, h)``:
-    ``forward(input, (c, h)) -> (output, (c_T, h_T), None)``."""
+    ``forward(input, (c, h)) -> (output, (c_T, h_T), None)``; float32 under autocast (module
+    docstring)."""
 
     def __init__(self, hidden_size: int = 100, batch_first: bool = False) -> None:
         super().__init__()
         self.rnn = nn.LSTM(hidden_size, hidden_size, batch_first=batch_first)
 
+    @no_autocast()
     def forward(self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor], None]:
         hc = None if state is None else (state[1][None], state[0][None])

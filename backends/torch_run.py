@@ -125,9 +125,10 @@ class LoadedRun:
         return self.cell(traces, t, 0), self.vectors(traces, t, 0)
 
 
-def load_run(path: str | Path, checkpoint: str = "best") -> LoadedRun:
-    """The run folder ``path`` with its ``best`` (or ``last``) checkpoint (module docstring)."""
-    config, dataset, model, epoch = _load_run(path, checkpoint)
+def load_run(path: str | Path, checkpoint: str = "best", device: str | None = None) -> LoadedRun:
+    """The run folder ``path`` with its ``best`` (or ``last``) checkpoint (module docstring), on
+    ``device`` (a ``device`` setting; default: the run's own)."""
+    config, dataset, model, epoch = _load_run(path, checkpoint, device)
     model.eval()
     if model.structured:
         model.core.cell.mode = config.eval_mode

@@ -30,6 +30,12 @@ Work saved, results unchanged:
   tolerance and the rounding): two vectors whose intervals do not overlap cannot be equal,
   and only the rare remaining pairs are compared entry by entry.
 
+The search and :func:`prepare` run in the *working dtype*, that of the parameters, with
+autocast switched off inside them (mixed precision is not applied to the full-RRNN search):
+a bfloat16 matmul would round candidate vectors by ~1e-2, far beyond ``EXCLUSION_TOL``, so
+equal candidates could escape the exclusion test, and the keys' error bound
+(:class:`_KeyRule`) is that of the working dtype.
+
 The block function (candidates and their scores) can run through ``torch.compile``
 (``search(..., compile=True)``); where compilation fails it warns once and runs eagerly.
 
@@ -58,6 +64,7 @@ from torch._functorch import config as functorch_config
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, TIE_RTOL
 from cellgraph.backends import torch_ops
+from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
 from cellgraph.layout import SearchSpace
@@ -147,6 +154,7 @@ class SearchParams:
     norm: str = "none"
 
 
+@no_autocast()
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
             W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none") -> SearchParams:
     """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
@@ -155,7 +163,7 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     candidate normalisation."""
     if norm not in CANDIDATE_NORMS:
         raise CellGraphError(f"unknown candidate_norm {norm!r} (known: {', '.join(CANDIDATE_NORMS)})")
-    idx = torch.tensor(space.tuples, device=L.device)
+    idx = _on_device(space.tuples, torch.int64, L.device)
     Ls, Rs, bs = L[idx], R[idx], b[idx]
     p = L.shape[-1]
     plan = _Plan.of(space, materialize=norm != "none")
@@ -163,11 +171,19 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
     if plan.shortcut:
         rows += [torch.matmul(W1s, Ls).reshape(-1, p), torch.matmul(W1s, Rs).reshape(-1, p)]
-    a, c = (torch.tensor(v, dtype=W1.dtype, device=W1.device) for v in (plan.affine_a, plan.affine_c))
+    a, c = (_on_device(v, W1.dtype, W1.device) for v in (plan.affine_a, plan.affine_c))
     return SearchParams(
         space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
         (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1s.sum(1) + b1s, norm,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _on_device(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``torch.tensor(values)`` on ``device``, copied there once per distinct ``values``
+    (the search needs the same few index and coefficient tensors at every step). Shared:
+    read only."""
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 @dataclass(frozen=True)
@@ -184,7 +200,10 @@ class _KeyRule:
     rel: float
 
     @staticmethod
-    def of(p: int, dtype: torch.dtype, device) -> "_KeyRule":
+    @functools.lru_cache(maxsize=64)
+    def of(p: int, dtype: torch.dtype, device: torch.device) -> "_KeyRule":
+        """The rule of vectors of size ``p`` in the working ``dtype`` on ``device`` (made once:
+        ``g_sum`` is read back from the device)."""
         g = torch.linspace(1.0, 2.0, p, dtype=dtype, device=device)
         return _KeyRule(g, float(g.double().sum()), 4.0 * (p + 2) * torch.finfo(dtype).eps)
 
@@ -400,7 +419,7 @@ class _Candidates:
         self.excluded = cat(self.excluded, excluded)
 
     def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
-        starts = torch.tensor(self.starts[first:], device=c.device) - self.starts[first]
+        starts = _on_device(tuple(self.starts[first:]), torch.int64, c.device) - self.starts[first]
         return torch.searchsorted(starts, c, right=True) - 1
 
     def exclude(self, mask: Tensor, first: int = 0) -> None:
@@ -542,9 +561,11 @@ class _Projections:
         return torch.stack([part[i] for i in idx], 2)
 
 
+@no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
            state: str = "h", compile: bool = False) -> SearchTrace:
-    """Run Algorithm 2 for every sample of a batch.
+    """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
+    cast to it; autocast is off inside).
 
     Args:
         params: the run's weights from :func:`prepare`.
@@ -570,6 +591,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         )
     if n_leaves < 2:
         raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
+    leaves = leaves.to(params.proj_weight.dtype)
     device = leaves.device
     N, n_r, n_o, n_u = space.n_iterations, len(space.tuples), len(space.ops), len(space.activations)
     M = n_leaves + N

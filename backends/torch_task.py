@@ -200,9 +200,10 @@ class TeacherTargets:
 
     @classmethod
     def from_run(cls, run_dir: str | Path, config: TrainConfig, vocab_size: int, n_classes: int,
-                 per_step: bool, padding_idx: int | None) -> "TeacherTargets":
+                 per_step: bool, padding_idx: int | None,
+                 device: torch.device | str = "cpu") -> "TeacherTargets":
         """The teacher of ``config`` from ``run_dir``: a finished ``gru`` run on the same task
-        with the same hidden size (its best checkpoint)."""
+        with the same hidden size (its best checkpoint), on ``device`` (the student's)."""
         from cellgraph.backends.torch_checkpoint import load_latest
         from cellgraph.runs import RunDir
 
@@ -218,8 +219,8 @@ class TeacherTargets:
                                  f"size; has " + ", ".join(f"{k}={v!r} (need {w!r})" for k, (v, w) in wrong.items()))
         if not run.file("final.json").exists():
             raise CellGraphError(f"teacher {run_dir}: the run has not finished (no final.json)")
-        model = TaskModel(teacher, vocab_size, n_classes, per_step, padding_idx)
-        state = load_latest(run.checkpoints / "best.pt")
+        model = TaskModel(teacher, vocab_size, n_classes, per_step, padding_idx).to(device)
+        state = load_latest(run.checkpoints / "best.pt", map_location=device)
         try:
             model.load_state_dict(state["model"])
         except RuntimeError as err:

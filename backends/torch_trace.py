@@ -89,6 +89,19 @@ class SearchTrace:
             self.best_score.detach(), self.second_score.detach(),
         )
 
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "SearchTrace":
+        """The trace on ``device`` (e.g. the CPU, to read many cells without a device sync
+        each) with its vectors and scores in ``dtype`` (the index tensors keep theirs);
+        differentiable."""
+        def moved(t: Tensor, floating: bool) -> Tensor:
+            return t.to(device=device, dtype=dtype if floating else None)
+
+        return SearchTrace(
+            self.space, self.state, moved(self.vectors, True),
+            *(moved(t, False) for t in (self.left, self.right, self.tuple_pos, self.op_pos, self.act_pos)),
+            moved(self.best_score, True), moved(self.second_score, True),
+        )
+
     def reachable(self) -> Tensor:
         """``(B, n_leaves + N)`` number of positions each node occupies in the unfolded tree
         rooted at ``c_N*`` (0 for nodes the tree does not use; the multiplicity of TD)."""

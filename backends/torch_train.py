@@ -49,6 +49,7 @@ from torch.nn import functional as F
 
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.backends.torch_checkpoint import load_latest, save_checkpoint
+from cellgraph.backends.torch_device import autocast, resolve_device
 from cellgraph.backends.torch_distributed import Distributed, share
 from cellgraph.backends.torch_logger import check_logger, open_logger
 from cellgraph.backends.torch_loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
@@ -84,11 +85,12 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
-def task_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, int, int]:
+def task_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, int, Tensor]:
     """``(B,)`` each sample's cross-entropy in nats summed over its predictions (Eq. 5's task
-    term), the number of predictions, the number correct."""
+    term), the number of predictions, the number correct (a 0-d tensor on the logits' device:
+    it is read once per epoch, not per step)."""
     flat, gold = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-    correct = int((flat.detach().argmax(-1) == gold).sum())
+    correct = (flat.detach().argmax(-1) == gold).sum()
     per_sample = F.cross_entropy(flat, gold, reduction="none").view(targets.shape[0], -1).sum(1)
     return per_sample, gold.numel(), correct
 
@@ -146,12 +148,13 @@ def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True) 
                      dataset.padding_idx, states, embedding)
 
 
-def _targets(config: TrainConfig, dataset: Dataset) -> SelfTargets | TeacherTargets | None:
+def _targets(config: TrainConfig, dataset: Dataset,
+             device: torch.device | str = "cpu") -> SelfTargets | TeacherTargets | None:
     if config.model not in ("rrnn", "rrnn-gru") or not config.lambda_td:
         return None
     if config.teacher:
         return TeacherTargets.from_run(config.teacher, config, len(dataset.vocab), dataset.n_classes,
-                                       dataset.per_step, dataset.padding_idx)
+                                       dataset.per_step, dataset.padding_idx, device)
     return SelfTargets(config.target)
 
 
@@ -165,12 +168,27 @@ def _chunks(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
     return (order[at:at + size] for at in range(0, len(order), size))
 
 
-def _batches(split: Split, parts: Iterable[np.ndarray]):
-    """``(sample indices, tokens, targets)`` of each part (an array of sample indices)."""
-    inputs, targets = torch.from_numpy(split.inputs), torch.from_numpy(split.targets)
-    for part in parts:
-        index = torch.from_numpy(part)
-        yield index, inputs[index], targets[index]
+def _batches(split: Split, parts: Iterable[np.ndarray], device: torch.device | str = "cpu"):
+    """``(sample indices, tokens, targets)`` of each part (an array of sample indices), on
+    ``device``: the rows of all parts are copied there at once, not batch by batch."""
+    parts = list(parts)
+    if not parts:
+        return
+    rows, sizes = torch.from_numpy(np.concatenate(parts)), [len(part) for part in parts]
+    inputs, targets = (torch.from_numpy(a)[rows].to(device).split(sizes) for a in (split.inputs, split.targets))
+    yield from zip(rows.to(device).split(sizes), inputs, targets)
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    """Where ``model`` computes (its parameters' device)."""
+    return next(model.parameters()).device
+
+
+def _host(values: list[float | Tensor]) -> list[float]:
+    """``values`` as floats; the tensors among them (on one device) are read in one transfer."""
+    tensors = [v.detach().double().reshape(()) for v in values if torch.is_tensor(v)]
+    read = iter(torch.stack(tensors).tolist() if tensors else [])
+    return [next(read) if torch.is_tensor(v) else float(v) for v in values]
 
 
 def _shares(order: np.ndarray, size: int, dist: Distributed) -> Iterator[tuple[np.ndarray, float]]:
@@ -196,13 +214,13 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
     desc = f"{split}, {config.eval_mode} search" if model.structured else split
     bar = progress(len(mine), desc, dist.writes, unit="sequences")
     with model.choice_mode(config.eval_mode):
-        for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size)):
+        for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size), _device_of(model)):
             logits, _ = model(tokens)
             loss, count, right = task_loss(logits, targets)
-            nats, correct, n = nats + float(loss.sum()), correct + right, n + count
+            nats, correct, n = nats + loss.sum().double(), correct + right, n + count
             bar.update(len(index))
     bar.close()
-    nats, correct, n = dist.sum([nats, correct, n])
+    nats, correct, n = dist.sum(_host([nats, correct, n]))
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
 
@@ -237,7 +255,7 @@ def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
     model.eval()
     with model.choice_mode(config.eval_mode):
         parts = _chunks(np.arange(min(n, len(split))), config.eval_batch_size)
-        for index, tokens, _ in _batches(split, parts):
+        for index, tokens, _ in _batches(split, parts, _device_of(model)):
             _, traces = model(tokens)
             yield index, traces
 
@@ -251,6 +269,7 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
     forms: dict[str, dict[str, Any]] = {}
     n_cells = 0
     for index, traces in _discovered(model, dataset.val, config, config.log_structures):
+        traces = [[trace.to("cpu") for trace in step] for step in traces]  # one copy, not one per cell
         for b, sample in enumerate(index.tolist()):
             for t in range(len(traces)):
                 cell = model.cell(traces, t, b)
@@ -314,18 +333,25 @@ class _State:
                 "bad_steps": self.bad_steps}
 
 
-def _rng_state() -> dict[str, Any]:
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    """Python's, numpy's and torch's CPU generator states, and the GPU's when training on one."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [kind, keys.tolist(), pos, has_gauss, gauss],
-            "torch": torch.get_rng_state()}
+    state = {"python": random.getstate(), "numpy": [kind, keys.tolist(), pos, has_gauss, gauss],
+             "torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore :func:`_rng_state` (loaded onto any device); a GPU state only on a GPU."""
     py = state["python"]
     random.setstate((py[0], tuple(py[1]), py[2]))
     kind, keys, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
 
 
 def _seed(seed: int) -> None:
@@ -362,30 +388,35 @@ class _Step:
 
     loss: Tensor
     terms: LossTerms
-    ce: float
+    ce: Tensor
     count: int
-    right: int
+    right: Tensor
     choices: Tensor | None
 
 
 class _Objective(nn.Module):
     """Eq. 5 of one batch as one module, so that DistributedDataParallel sees inside
     ``forward`` every use of a parameter (the L2 term's too) and returns nothing else that
-    depends on them. Call: ``(tokens, targets, factor) -> _Step``."""
+    depends on them. Call: ``(tokens, targets, factor) -> _Step``. With ``amp`` (``bf16``) the
+    model runs under autocast and the loss is computed in float32 from its outputs."""
 
-    def __init__(self, model: TaskModel, loss_fn: RRNNLoss, targets) -> None:
+    def __init__(self, model: TaskModel, loss_fn: RRNNLoss, targets, amp: str = "none") -> None:
         super().__init__()
-        self.model, self.loss_fn, self.targets = model, loss_fn, targets
+        self.model, self.loss_fn, self.targets, self.amp = model, loss_fn, targets, amp
 
     def forward(self, tokens: Tensor, gold: Tensor, factor: float) -> _Step:
         model, targets = self.model, self.targets
-        logits, traces = model(tokens)
+        with autocast(tokens.device, self.amp):
+            logits, traces = model(tokens)
+        if self.amp != "none":
+            logits = logits.float()
+            traces = traces and [[trace.to(dtype=torch.float32) for trace in step] for step in traces]
         ce, count, right = task_loss(logits, gold)
         vectors = targets(model, tokens, traces) if targets is not None else None
         terms = self.loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (),
                              list(model.parameters()))
         choices = model.choices(traces) if model.model_name == "rrnn-gru" else None
-        return _Step(terms.total * factor, terms, float(ce.detach().sum()) / count, count, right, choices)
+        return _Step(terms.total * factor, terms, ce.detach().sum().double() / count, count, right, choices)
 
 
 def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
@@ -396,7 +427,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     _set_phase(model, phase)
     model.train()
     # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
-    objective = dist.wrap(_Objective(model, loss_fn, targets), find_unused=not loss_fn.weights["l2"])
+    objective = dist.wrap(_Objective(model, loss_fn, targets, config.amp), find_unused=not loss_fn.weights["l2"])
     order = epoch_order(config.seed, epoch, len(dataset.train))
     parts, factors = zip(*_shares(order, config.batch_size, dist))
     params = list(model.parameters())
@@ -406,18 +437,19 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     choices = None
     if model.model_name == "rrnn-gru":
         shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
-        choices = torch.full(shape, -1, dtype=torch.int16)
+        choices = torch.full(shape, -1, dtype=torch.int16, device=_device_of(model))
     bar = _progress(len(parts), f"epoch {epoch}", dist.writes)
-    for step, ((index, tokens, gold), factor) in enumerate(zip(_batches(dataset.train, parts), factors), 1):
+    batches = _batches(dataset.train, parts, _device_of(model))
+    for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors), 1):
         model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
         out = objective(tokens, gold, factor)
         if choices is not None and factor:
             choices[index] = out.choices.to(choices.dtype)
         optimizer.zero_grad(set_to_none=True)
-        finite = dist.all(bool(torch.isfinite(out.loss)))  # jointly: every rank or none runs backward
-        if finite:
-            out.loss.backward()
-            finite = bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip)))
+        out.loss.backward()  # every rank: a non-finite loss gives non-finite gradients (DDP averages them)
+        norm = torch.nn.utils.clip_grad_norm_(params, clip)
+        # jointly, every rank or none updates; the step's one read from the device
+        finite = dist.all(torch.isfinite(out.loss) & torch.isfinite(norm))
         bar.update()
         if not finite:
             skipped, bad_in_row = skipped + 1, bad_in_row + 1
@@ -437,14 +469,17 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         if not factor:  # a stand-in sample (_shares)
             continue
         nats, correct, n = nats + out.ce * out.count, correct + out.right, n + out.count
-        for key in sums:
-            value = float(out.terms.total.detach()) if key == "total" else getattr(out.terms, key)
-            sums[key] += factor * (value or 0.0)
-        bar.set_postfix(loss=f"{sums['total'] / good:.4f}",
-                        **{dataset.metric: f"{_metric(dataset, nats / n, correct, n):.4f}"})
+        for key in sums:  # on the device, read once after the epoch
+            value = out.terms.total.detach() if key == "total" else getattr(out.terms, key)
+            if value is not None:
+                sums[key] = sums[key] + factor * value.double()
+        if not bar.disable:  # the running means are read from the device only when shown
+            total, shown_nats, shown_correct = _host([sums["total"], nats, correct])
+            bar.set_postfix(loss=f"{total / good:.4f}",
+                            **{dataset.metric: f"{_metric(dataset, shown_nats / n, shown_correct, n):.4f}"})
     bar.close()
     # over the ranks: the factors make sum / world_size each global batch's mean (share())
-    nats, correct, n, *totals = dist.sum([nats, correct, n, *sums.values()])
+    nats, correct, n, *totals = dist.sum(_host([nats, correct, n, *sums.values()]))
     sums = {key: total / dist.world_size for key, total in zip(sums, totals)}
     record: dict[str, Any] = {
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
@@ -466,16 +501,21 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
 
 def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _State) -> dict[str, Any]:
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": state.epoch,
-            "rng": _rng_state(), "early": state.early(), "choices": state.choices}
+            "rng": _rng_state(_device_of(model)), "early": state.early(), "choices": state.choices}
 
 
 def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> _State:
+    """Continue from ``ckpt``, loaded onto the CPU whatever device wrote it: ``load_state_dict``
+    moves the model's and the optimizer's state to the parameters' device but leaves Adam's
+    step counters where they were loaded; on the CPU, as a new Adam keeps them, not on a GPU,
+    where reading them would cost a device sync per step."""
+    device = _device_of(model)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
-    _set_rng_state(ckpt["rng"])
-    early = ckpt["early"]
+    _set_rng_state(ckpt["rng"], device)
+    early, choices = ckpt["early"], ckpt["choices"]
     return _State(ckpt["epoch"], early["best"], early["best_epoch"], early["bad_epochs"],
-                  early["bad_steps"], ckpt["choices"])
+                  early["bad_steps"], None if choices is None else choices.to(device))
 
 
 def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
@@ -542,6 +582,7 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
                              "processes: every global batch needs a sample for each process")
     check_logger(config.logger)  # a missing package fails before the run folder is made
     config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
+    device = torch.device(dist.device) if dist.active else resolve_device(config.device)
     if dist.writes:
         RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
     if config.num_threads:
@@ -549,8 +590,8 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     _seed(config.seed)
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)
-    model = build_model(config, dataset)
-    targets = _targets(config, dataset)
+    model = build_model(config, dataset).to(device)  # made on the CPU: the same start on every device
+    targets = _targets(config, dataset, device)
     if dist.writes:
         run = RunDir.create(out_dir, resume=resume)
         if not (resume and run.has_checkpoint()):  # a run without a checkpoint starts over
@@ -564,7 +605,7 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     state = _State()
     last = run.checkpoints / "last.pt"
     if resume and run.has_checkpoint():
-        state = _restore(model, optimizer, load_latest(last, log))
+        state = _restore(model, optimizer, load_latest(last, log, map_location="cpu"))
         log(f"resuming {out_dir} after epoch {state.epoch}")
     board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
@@ -613,7 +654,7 @@ def _quiet(_: str) -> None:
 
 def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
             targets, world_size: int, log: Log) -> dict[str, Any]:
-    best = load_latest(run.checkpoints / "best.pt", log)
+    best = load_latest(run.checkpoints / "best.pt", log, map_location=_device_of(model))
     model.load_state_dict(best["model"])
     model.set_tau(tau_at(config, best["epoch"] / config.epochs))
     metric = dataset.metric
@@ -632,6 +673,7 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
         "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
         "target_provider": None if targets is None else targets.name, "world_size": world_size,
+        "device": str(_device_of(model)),
     })
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source
@@ -652,28 +694,33 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
 # --- finished runs ---------------------------------------------------------------------
 
 
-def _load_run(run_dir: str | Path, checkpoint: str = "best") -> tuple[TrainConfig, Dataset, TaskModel, int]:
+def _load_run(run_dir: str | Path, checkpoint: str = "best",
+              device: str | None = None) -> tuple[TrainConfig, Dataset, TaskModel, int]:
+    """The run's config, data and model with its ``checkpoint`` loaded, on ``device`` (a
+    ``device`` setting; default: the run's own)."""
     if checkpoint not in ("best", "last"):
         raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
     run = RunDir(run_dir)
     if not run.file("config.json").exists():
         raise CellGraphError(f"{run_dir} is not a run folder (no config.json)")
     config = load_run_config(run.file("config.json"))
+    where = resolve_device(device or config.device)
     dataset = load_data(config)
-    model = build_model(config, dataset, pretrained=False)
-    state = load_latest(run.checkpoints / f"{checkpoint}.pt")
+    model = build_model(config, dataset, pretrained=False).to(where)
+    state = load_latest(run.checkpoints / f"{checkpoint}.pt", map_location=where)
     model.load_state_dict(state["model"])
     model.set_tau(tau_at(config, state["epoch"] / config.epochs))
     return config, dataset, model, state["epoch"]
 
 
 def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
-                 mode: str | None = None) -> dict[str, Any]:
+                 mode: str | None = None, device: str | None = None) -> dict[str, Any]:
     """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``),
-    its cells searched in ``mode`` (default: the run's ``eval_mode``; SPEC §3: hard)."""
+    its cells searched in ``mode`` (default: the run's ``eval_mode``, hard unless set), computed
+    on ``device`` (default: the run's ``device`` setting)."""
     if split not in ("val", "test"):
         raise CellGraphError(f"unknown split {split!r} (val or test)")
-    config, dataset, model, epoch = _load_run(run_dir, checkpoint)
+    config, dataset, model, epoch = _load_run(run_dir, checkpoint, device)
     config = config if mode is None else config.replace(eval_mode=mode)
     result = evaluate(model, dataset, split, config)
     return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "mode": config.eval_mode,
@@ -682,11 +729,13 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
             "accuracy": result["accuracy"], "n": len(dataset.splits[split])}
 
 
-def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test") -> tuple[MultiCell, Layout]:
+def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test",
+                device: str | None = None) -> tuple[MultiCell, Layout]:
     """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
     at step ``t``, and the model's tuple layout (with the node vectors:
-    :meth:`cellgraph.backends.torch_run.LoadedRun.sample_cell`)."""
+    :meth:`cellgraph.backends.torch_run.LoadedRun.sample_cell`); searched on ``device``
+    (default: the run's)."""
     from cellgraph.backends.torch_run import load_run
 
-    run = load_run(run_dir)
+    run = load_run(run_dir, device=device)
     return run.sample_cell(split, sample, t)[0], run.layout

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cellgraph.backends.torch_device import synchronize
 from cellgraph.backends.torch_rrnn import RRNN
 from cellgraph.backends.torch_search import compile_fell_back
 from cellgraph.benchmarks.measure import best_time
@@ -24,24 +25,28 @@ __all__ = ["compare_compile"]
 
 
 def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
-                    scoring_hidden: int = 256, repeat: int = 2, seed: int = 0) -> dict[str, Any]:
-    """Compile time, eager and compiled step times and the largest output difference."""
+                    scoring_hidden: int = 256, repeat: int = 2, seed: int = 0,
+                    device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """Compile time, eager and compiled step times (on ``device``) and the largest output
+    difference."""
     torch.manual_seed(seed)
-    input = torch.randn(steps, batch, p)
+    input = torch.randn(steps, batch, p).to(device)
     models, runs = {}, {}
     for compiled in (False, True):
         torch.manual_seed(seed)
         models[compiled] = RRNN(p, n_tuples=3, n_iterations=n_iterations, scoring_hidden=scoring_hidden,
-                                mode="soft", return_traces=False, compile=compiled)
+                                mode="soft", return_traces=False, compile=compiled).to(device)
         runs[compiled] = training_step(models[compiled], input)
     runs[False]()  # warm-up of the eager step
+    synchronize(device)
     start = time.perf_counter()
     runs[True]()
+    synchronize(device)
     first = time.perf_counter() - start
     times = {False: float("inf"), True: float("inf")}
     for _ in range(repeat):
         for compiled, step in runs.items():
-            times[compiled] = min(times[compiled], best_time(step, repeat=1, warmup=0))
+            times[compiled] = min(times[compiled], best_time(step, repeat=1, warmup=0, device=device))
     with torch.no_grad():
         diff = (models[False](input)[0] - models[True](input)[0]).abs().max().item()
     return {

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from cellgraph.backends.torch_device import synchronize
 from cellgraph.backends.torch_rrnn import RRNN
 from cellgraph.datasets import load_dataset
 
@@ -36,20 +37,21 @@ class CharModel(nn.Module):
 
 
 def epoch_time(batches: int | None = None, batch: int = 16, p: int = 100, n_iterations: int = 9,
-               scoring_hidden: int = 256, dataset: str = "wiki5k", seed: int = 0) -> dict[str, Any]:
-    """Train on the first ``batches`` batches of one epoch (all of them when ``None``) and
-    give the measured or estimated epoch time."""
+               scoring_hidden: int = 256, dataset: str = "wiki5k", seed: int = 0,
+               device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """Train on the first ``batches`` batches of one epoch (all of them when ``None``) on
+    ``device`` and give the measured or estimated epoch time."""
     data = load_dataset(dataset)
-    inputs = torch.as_tensor(data.train.inputs, dtype=torch.long)
-    targets = torch.as_tensor(data.train.targets, dtype=torch.long)
+    inputs = torch.as_tensor(data.train.inputs, dtype=torch.long, device=device)
+    targets = torch.as_tensor(data.train.targets, dtype=torch.long, device=device)
     n_batches = math.ceil(inputs.shape[0] / batch)
     measured = n_batches if batches is None else min(batches, n_batches)
     torch.manual_seed(seed)
     model = CharModel(len(data.vocab), RRNN(p, 3, n_iterations, scoring_hidden=scoring_hidden,
-                                            mode="soft", return_traces=False))
+                                            mode="soft", return_traces=False)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
-    order = torch.randperm(inputs.shape[0])
+    order = torch.randperm(inputs.shape[0]).to(device)
     start = time.perf_counter()
     for k in range(measured):
         rows = order[k * batch:(k + 1) * batch]
@@ -58,6 +60,7 @@ def epoch_time(batches: int | None = None, batch: int = 16, p: int = 100, n_iter
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    synchronize(device)
     elapsed = time.perf_counter() - start
     return {
         "config": {"dataset": dataset, "n_train": int(inputs.shape[0]), "seq_len": int(inputs.shape[1]),

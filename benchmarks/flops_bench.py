@@ -48,21 +48,24 @@ def search_flops(space: SearchSpace, p: int, H: int) -> dict[str, int]:
     return {"nominal": nominal, "executed": executed}
 
 
-def matmul_gflops(shapes: tuple[tuple[int, int, int], ...], repeat: int = 10) -> dict[str, float]:
-    """Best GFLOP/s of ``torch.matmul`` (float32) for each ``(m, k, n)`` shape."""
+def matmul_gflops(shapes: tuple[tuple[int, int, int], ...], repeat: int = 10,
+                  device: torch.device = torch.device("cpu")) -> dict[str, float]:
+    """Best GFLOP/s of ``torch.matmul`` (float32) on ``device`` for each ``(m, k, n)`` shape."""
     out = {}
     for m, k, n in shapes:
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        out[f"{m}x{k}x{n}"] = 2 * m * k * n / best_time(lambda: torch.matmul(a, b), repeat=repeat) / 1e9
+        a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+        seconds = best_time(lambda: torch.matmul(a, b), repeat=repeat, device=device)
+        out[f"{m}x{k}x{n}"] = 2 * m * k * n / seconds / 1e9
     return out
 
 
 def achieved(space: SearchSpace, p: int, H: int, batch: int, steps: int, step_s: float,
-             shapes: tuple[tuple[int, int, int], ...]) -> dict[str, Any]:
-    """GFLOP/s of a training step that took ``step_s`` seconds, against ``torch.matmul``."""
+             shapes: tuple[tuple[int, int, int], ...], device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """GFLOP/s of a training step that took ``step_s`` seconds, against ``torch.matmul`` on
+    the same ``device``."""
     per_sample = search_flops(space, p, H)
     train = {k: 3 * v * batch * steps for k, v in per_sample.items()}
-    matmul = matmul_gflops(shapes)
+    matmul = matmul_gflops(shapes, device=device)
     peak = max(matmul.values())
     gflops = {k: v / step_s / 1e9 for k, v in train.items()}
     return {

@@ -1,10 +1,12 @@
 """How the benchmarks measure: best-of-N wall time, peak tensor memory, the machine.
 
 Other processes share the CPU, so a time is the *best* of ``repeat`` runs after a warm-up
-(the least disturbed one), and every result carries the load average it was taken under.
+(the least disturbed one), and every result carries the load average it was taken under. On a
+GPU every timed call ends with a device synchronisation, so that the time covers the work the
+call queued.
 Peak memory is the high-water mark of the bytes held by tensors allocated while the function
-runs, read from the torch profiler's allocation events (CPU torch has no allocator
-statistics): ``max_t sum_{events <= t} nbytes``.
+runs: on the CPU read from the torch profiler's allocation events (CPU torch has no allocator
+statistics), ``max_t sum_{events <= t} nbytes``; on a GPU from CUDA's allocator statistics.
 """
 
 from __future__ import annotations
@@ -18,23 +20,38 @@ from typing import Any, Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from cellgraph.backends.torch_device import synchronize
+
 __all__ = ["best_time", "peak_memory", "machine", "load_average"]
 
+CPU = torch.device("cpu")
 
-def best_time(fn: Callable[[], Any], repeat: int = 3, warmup: int = 1) -> float:
-    """Smallest wall time in seconds of ``repeat`` calls of ``fn`` after ``warmup`` calls."""
+
+def best_time(fn: Callable[[], Any], repeat: int = 3, warmup: int = 1, device: torch.device = CPU) -> float:
+    """Smallest wall time in seconds of ``repeat`` calls of ``fn`` after ``warmup`` calls,
+    each call's work on ``device`` finished before its time is taken."""
     for _ in range(warmup):
         fn()
+    synchronize(device)
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def peak_memory(fn: Callable[[], Any]) -> int:
-    """Peak bytes held by the tensors ``fn`` allocates (those alive before do not count)."""
+def peak_memory(fn: Callable[[], Any], device: torch.device = CPU) -> int:
+    """Peak bytes held by the tensors ``fn`` allocates on ``device`` (those alive before do
+    not count)."""
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
@@ -61,8 +78,20 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def machine() -> dict[str, Any]:
-    """The machine a run measures: CPU, cores, torch threads, versions, load."""
+def gpu(device: torch.device) -> dict[str, Any] | None:
+    """The GPU of ``device`` (name, memory, compute capability, CUDA version, whether float32
+    matmuls may use TF32), or None on the CPU."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return {"name": props.name, "memory_gib": props.total_memory / 2 ** 30,
+            "capability": f"{props.major}.{props.minor}", "cuda": torch.version.cuda,
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
+
+
+def machine(device: torch.device = CPU) -> dict[str, Any]:
+    """The machine a run measures: CPU, cores, torch threads, versions, load, the device the
+    items run on and its GPU (None on the CPU)."""
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
@@ -71,4 +100,6 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "load_average": load_average(),
+        "device": str(device),
+        "gpu": gpu(device),
     }

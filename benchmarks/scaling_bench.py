@@ -29,19 +29,21 @@ def growth_exponent(xs: list[float], ys: list[float]) -> float:
 
 
 def _measure(p: int, batch: int, n_iterations: int, scoring_hidden: int, steps: int,
-             repeat: int, seed: int) -> dict[str, float]:
+             repeat: int, seed: int, device: torch.device) -> dict[str, float]:
     torch.manual_seed(seed)
     model = RRNN(p, 3, n_iterations, scoring_hidden=scoring_hidden, mode="soft", return_traces=False)
-    step = training_step(model, torch.randn(steps, batch, p))
-    time_s = best_time(step, repeat=repeat)
+    step = training_step(model.to(device), torch.randn(steps, batch, p).to(device))
+    time_s = best_time(step, repeat=repeat, device=device)
     return {"time_s": time_s, "time_per_cell_s": time_s / (steps * batch),
-            "peak_bytes": peak_memory(step)}
+            "peak_bytes": peak_memory(step, device)}
 
 
 def scaling(base: dict[str, int], n_iterations: tuple[int, ...], hidden: tuple[int, ...],
-            batch: tuple[int, ...], steps: int = 2, repeat: int = 2, seed: int = 0) -> dict[str, Any]:
+            batch: tuple[int, ...], steps: int = 2, repeat: int = 2, seed: int = 0,
+            device: torch.device = torch.device("cpu")) -> dict[str, Any]:
     """Sweep each of ``n_iterations``, ``hidden`` (``p``) and ``batch`` from ``base`` (keys
-    ``p``, ``batch``, ``n_iterations``, ``scoring_hidden``) for ``steps`` time steps."""
+    ``p``, ``batch``, ``n_iterations``, ``scoring_hidden``) for ``steps`` time steps on
+    ``device``."""
     sweeps = {"n_iterations": n_iterations, "p": hidden, "batch": batch}
     out: dict[str, Any] = {"base": dict(base, steps=steps)}
     for key, values in sweeps.items():
@@ -49,7 +51,7 @@ def scaling(base: dict[str, int], n_iterations: tuple[int, ...], hidden: tuple[i
         for value in values:
             config = dict(base, **{key: value})
             rows.append({key: value, **_measure(config["p"], config["batch"], config["n_iterations"],
-                                                config["scoring_hidden"], steps, repeat, seed)})
+                                                config["scoring_hidden"], steps, repeat, seed, device)})
         out[key] = rows
     ns = [row["n_iterations"] for row in out["n_iterations"]]
     out["n_iterations_exponent"] = growth_exponent(ns, [row["time_per_cell_s"] for row in out["n_iterations"]])

@@ -42,8 +42,9 @@ def _inputs(space: SearchSpace, p: int, H: int, batch: int, seed: int):
 
 
 def compare_search(p: int = 100, H: int = 256, batch: int = 16, n_iterations: int = 9,
-                   repeat: int = 3, seed: int = 0) -> dict[str, Any]:
-    """Time both searches on one batch and compare the trees sample by sample.
+                   repeat: int = 3, seed: int = 0, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """Time both searches on one batch (the torch one on ``device``) and compare the trees
+    sample by sample.
 
     The reference is timed once (it is the slow side, and deterministic); the torch search
     is the best of ``repeat``.
@@ -58,10 +59,10 @@ def compare_search(p: int = 100, H: int = 256, batch: int = 16, n_iterations: in
         refs.extend(reference_search(space, params, dict(zip(space.leaves, leaves[b])), score)
                     for b in range(batch))
 
-    L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
-    W1, b1, w2 = (torch.tensor(a) for a in alpha[:3])
-    b2 = torch.tensor(alpha[3], dtype=torch.float64)
-    leaves_t = torch.tensor(leaves)
+    L, R, b = (torch.tensor(np.stack([t[i] for t in params]), device=device) for i in range(3))
+    W1, b1, w2 = (torch.tensor(a, device=device) for a in alpha[:3])
+    b2 = torch.tensor(alpha[3], dtype=torch.float64, device=device)
+    leaves_t = torch.tensor(leaves, device=device)
     traces: list = []
 
     def run_torch() -> None:
@@ -69,7 +70,7 @@ def compare_search(p: int = 100, H: int = 256, batch: int = 16, n_iterations: in
             traces[:] = [search(prepare(space, L, R, b, W1, b1, w2, b2), leaves_t, "hard")]
 
     reference_s = best_time(run_reference, repeat=1, warmup=0)
-    torch_s = best_time(run_torch, repeat=repeat)
+    torch_s = best_time(run_torch, repeat=repeat, device=device)
     trace = traces[0]
     same = [trace.graph(k) == CellGraph(refs[k].root, "h") for k in range(batch)]
     return {

@@ -78,17 +78,18 @@ def training_step(model: nn.Module, input: Tensor) -> Callable[[], None]:
 
 def compare_steps(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
                   scoring_hidden: int = 256, repeat: int = 3, seed: int = 0,
-                  names: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Time (best of ``repeat``) and peak memory of one training step of each model, and
-    their ratios to ``torch_gru``."""
+                  names: tuple[str, ...] | None = None, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """Time (best of ``repeat``) and peak memory of one training step of each model on
+    ``device``, and their ratios to ``torch_gru``."""
     torch.manual_seed(seed)
-    input = torch.randn(steps, batch, p)
+    input = torch.randn(steps, batch, p).to(device)
     builders = models(p, n_iterations, scoring_hidden)
     rows: dict[str, dict[str, float]] = {}
     for name in names or tuple(builders):
         torch.manual_seed(seed)
-        step = training_step(builders[name](), input)
-        rows[name] = {"time_s": best_time(step, repeat=repeat), "peak_bytes": peak_memory(step)}
+        step = training_step(builders[name]().to(device), input)
+        rows[name] = {"time_s": best_time(step, repeat=repeat, device=device),
+                      "peak_bytes": peak_memory(step, device)}
     base = rows["torch_gru"]
     for row in rows.values():
         row["time_vs_torch_gru"] = row["time_s"] / base["time_s"]

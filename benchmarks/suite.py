@@ -1,9 +1,14 @@
-"""The ``cellgraph bench`` suite: items 1-6, the targets of issue 6, a printed table and a
+"""The ``cellgraph bench`` suite: items 1-6, the performance targets, a printed table and a
 JSON document with the machine's description.
 
 ``quick`` runs items 1-5 at toy sizes (seconds; for tests and smoke runs) and skips item 6
 (compilation alone takes tens of seconds); the full run uses the paper's configuration
 (``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples, batch 16, 20 steps).
+
+``device`` (a ``device`` setting, ``cpu`` by default) is where the torch side of every item
+runs; on a GPU the table gains its GPU rows (name, memory, and the float32 ``torch.matmul``
+GFLOP/s of item 3, measured in the same run, with a large square shape added for the GPU's
+peak). The literal reference of item 1 is numpy, on the CPU, wherever the torch side runs.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from typing import Any
 
 import torch
 
+from cellgraph.backends.torch_device import resolve_device
 from cellgraph.benchmarks import compile_bench, epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
 from cellgraph.benchmarks.measure import load_average, machine
 
 __all__ = ["SIZES", "run", "targets", "table"]
 
 GiB = 2 ** 30
+#: matmul shapes added on a GPU (full runs): the small ones of the step do not reach its peak.
+GPU_MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 
 #: Sizes of each item, full and quick.
 SIZES: dict[bool, dict[str, Any]] = {
@@ -44,33 +52,36 @@ SIZES: dict[bool, dict[str, Any]] = {
 }
 
 
-def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench") -> dict[str, Any]:
-    """Run items 1-6 with ``threads`` torch CPU threads and evaluate the targets."""
+def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
+        device: str = "cpu") -> dict[str, Any]:
+    """Run items 1-6 on ``device`` with ``threads`` torch CPU threads and evaluate the targets."""
+    where = resolve_device(device)  # no GPU where one is asked for: an error before any work
     torch.set_num_threads(threads)
     sizes = SIZES[quick]
     result: dict[str, Any] = {
         "command": command,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "quick": quick,
-        "machine": machine(),
+        "machine": machine(where),
     }
-    result["search"] = search_bench.compare_search(**sizes["search"])
-    result["steps"] = step_bench.compare_steps(**sizes["steps"])
+    result["search"] = search_bench.compare_search(**sizes["search"], device=where)
+    result["steps"] = step_bench.compare_steps(**sizes["steps"], device=where)
     cfg = result["steps"]["config"]
+    shapes = sizes["matmul_shapes"] + (GPU_MATMUL_SHAPES if where.type == "cuda" and not quick else ())
     result["flops"] = flops_bench.achieved(
         search_bench.paper_space(cfg["n_iterations"]), cfg["p"], cfg["scoring_hidden"], cfg["batch"],
-        cfg["steps"], result["steps"]["models"]["rrnn_soft"]["time_s"], sizes["matmul_shapes"],
+        cfg["steps"], result["steps"]["models"]["rrnn_soft"]["time_s"], shapes, where,
     )
-    result["scaling"] = scaling_bench.scaling(**sizes["scaling"])
-    result["epoch"] = epoch_bench.epoch_time(**sizes["epoch"])
-    result["compile"] = compile_bench.compare_compile(**sizes["compile"]) if sizes["compile"] else None
+    result["scaling"] = scaling_bench.scaling(**sizes["scaling"], device=where)
+    result["epoch"] = epoch_bench.epoch_time(**sizes["epoch"], device=where)
+    result["compile"] = compile_bench.compare_compile(**sizes["compile"], device=where) if sizes["compile"] else None
     result["load_average_after"] = load_average()
     result["targets"] = targets(result)
     return result
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The targets of issue 6, each with its measured value, limit and whether it is met."""
+    """The performance targets, each with its measured value, limit and whether it is met."""
     models = result["steps"]["models"]
     loop = models["gru_cell_loop"]["time_s"]
 
@@ -92,6 +103,22 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _gpu_rows(result: dict[str, Any]) -> list[str]:
+    """The GPU of the run and its float32 matmul rate (item 3, same run); none on the CPU."""
+    gpu = result["machine"].get("gpu")
+    if not gpu:
+        return []
+    matmul = result["flops"]["matmul_gflops"]
+    return [
+        "", f"GPU ({result['machine']['device']}): float32 torch.matmul measured in this run "
+        f"(TF32 {'on' if gpu['tf32_matmul'] else 'off'})",
+        "| GPU | memory | compute capability | CUDA | matmul GFLOP/s, best shape | shape |",
+        "|---|---|---|---|---|---|",
+        f"| {gpu['name']} | {gpu['memory_gib']:.1f} GiB | {gpu['capability']} | {gpu['cuda']} | "
+        f"{max(matmul.values()):.0f} | {max(matmul, key=matmul.get)} |",
+    ]
+
+
 def _fmt_bytes(n: float) -> str:
     return f"{n / 2 ** 20:.1f} MiB"
 
@@ -104,6 +131,7 @@ def table(result: dict[str, Any]) -> str:
         f"machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads, "
         f"python {m['python']}, {m['platform']}",
         f"load average before: {m['load_average']}, after: {result['load_average_after']}",
+        f"device: {m.get('device', 'cpu')}",
         "",
     ]
     s = result["search"]
@@ -165,6 +193,7 @@ def table(result: dict[str, Any]) -> str:
             f"| {c['first_compiled_step_s']:.1f} | {c['eager_s']:.4f} | {c['compiled_s']:.4f} | "
             f"{c['speedup']:.2f}x | {'yes' if c['fell_back'] else 'no'} | {c['max_abs_output_difference']:.2g} |",
         ]
+    lines += _gpu_rows(result)
     lines += ["", "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:
         lines.append(f"| {t['target']} | {t['value']:.3g} | {t['relation']} {t['limit']} | "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field, fields
@@ -27,7 +28,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config",
-    "parse_set", "key_table", "compact", "preset_conflicts",
+    "parse_set", "key_table", "compact", "preset_conflicts", "valid_device",
 ]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
@@ -36,6 +37,11 @@ MODES = ("hard", "soft", "straight-through")
 CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
 LOGGERS = ("none", "tensorboard")
+#: The forms of the ``device`` setting (resolved against the machine by the torch backend).
+DEVICE_FORMS = ("auto", "cpu", "cuda", "cuda:N")
+_DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
+#: Mixed precision of the training step: none, or bfloat16 autocast (rrnn-gru; the output layer of gru, lstm).
+AMPS = ("none", "bf16")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -65,6 +71,8 @@ def one_of(choices: tuple[str, ...]) -> Rule:
 
 #: A finite number above zero.
 POSITIVE = Rule("must be > 0", lambda value: value > 0 and math.isfinite(value))
+#: One of the :data:`DEVICE_FORMS`.
+DEVICE_RULE = Rule(f"must be one of {', '.join(DEVICE_FORMS)}", lambda value: valid_device(value))
 
 
 def _key(default: Any, help: str, rule: Rule | None = None) -> Any:
@@ -167,6 +175,11 @@ class TrainConfig:
     logger: str = _key("none", "tensorboard: also write the per-epoch metrics, loss terms, N_e and "
                        "discovered-cell shares to RUN_DIR/tensorboard/ (pip install 'cellgraph[tensorboard]')",
                        one_of(LOGGERS))
+    device: str = _key("auto", "where the model trains and evaluates: auto (a CUDA GPU when there is one, "
+                       "else the CPU), cpu, cuda or cuda:N", DEVICE_RULE)
+    amp: str = _key("none", "bf16: the forward pass in bfloat16 autocast (rrnn-gru throughout, the output "
+                    "layer of gru and lstm), the loss in float32; not for rrnn, whose search runs in "
+                    "float32", one_of(AMPS))
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -174,6 +187,10 @@ class TrainConfig:
             value = getattr(self, item.name)
             if rule is not None and not rule.check(value):
                 raise FormatError(item.name, f"invalid value {value!r}: {rule.text}")
+        if self.amp != "none" and self.model == "rrnn":
+            raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
+                              "runs in float32 (its exclusion test compares candidates within 1e-9, far "
+                              "below bfloat16's resolution)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -337,6 +354,11 @@ def preset_conflicts(preset: str | None, config: TrainConfig) -> list[str]:
             out.append(f"warning: preset {preset} is tuned for {key} {meant}, not {given}; its other "
                        f"settings may not suit {given}")
     return out
+
+
+def valid_device(name: str) -> bool:
+    """Whether ``name`` has one of the :data:`DEVICE_FORMS` (not whether this machine has it)."""
+    return isinstance(name, str) and _DEVICE.fullmatch(name) is not None
 
 
 def parse_set(items: list[str]) -> dict[str, str]:

@@ -117,23 +117,25 @@ def _show_cell(run_dir: Path, out: Path, log: Callable[[str], None]) -> None:
 
 
 def run_demo(out_dir: str | Path = "demo-out", seed: int = 0, quick: bool = False,
-             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run the demo into ``out_dir``; returns the comparison rows."""
+             log: Callable[[str], None] = print, device: str = "auto") -> list[dict[str, Any]]:
+    """Run the demo into ``out_dir``, training on ``device`` (a ``device`` setting); returns
+    the comparison rows."""
     from cellgraph.plots import plot_runs
     from cellgraph.runlog import RunLog
 
+    torch_backend = backend("torch")
+    torch_backend.resolve_device(device)  # a GPU asked for and missing: an error before any work
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     _step(log, 1, "Checking that Algorithm 2 rebuilds the GRU and the LSTM (corrected Lemma 1 scoring)")
     _expressibility(seed, quick, log)
 
-    torch_backend = backend("torch")
     _step(log, 2, "Training RRNN, RRNN-GRU and GRU on the planted task (sequences from a hidden GRU cell)")
     rows, runs = [], []
     for model, settings in DEMO_MODELS.items():
         run_dir = out / "runs" / model
-        overrides = {**SHARED, **settings, "model": model, "seed": seed}
+        overrides = {**SHARED, **settings, "model": model, "seed": seed, "device": device}
         if quick:
             overrides.update(epochs=1, max_train=64, max_eval=64)
         config = resolve_config(overrides=overrides)

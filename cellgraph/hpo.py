@@ -84,8 +84,9 @@ __all__ = [
 Out = Callable[[str], None]
 
 #: Settings that may differ between workers and are not exported: where this machine keeps
-#: the data, how many threads it trains with, and whether it also logs to TensorBoard.
-MACHINE_KEYS = ("data_dir", "num_threads", "logger")
+#: the data, how many threads it trains with, on which device, and whether it also logs to
+#: TensorBoard.
+MACHINE_KEYS = ("data_dir", "num_threads", "device", "logger")
 SPEC_ATTR, READY_ATTR = "cellgraph", "ready"
 READY_WAIT_S = 60.0  # how long a joining worker waits for the creator to queue the trials
 SQLITE_TIMEOUT_S = 600.0  # how long a worker waits for SQLite's write lock
@@ -270,7 +271,8 @@ def open_study(storage: RDBStorage, name: str, spec: dict[str, Any], slots: int 
     differences = _differences(stored, mine)
     if differences:
         raise CellGraphError(f"study {name} was started with other settings ({'; '.join(differences)}); "
-                             "run the same command (only --data, num_threads and logger may differ) or use another --study")
+                             "run the same command (only --data, --device, num_threads and logger may differ) "
+                             "or use another --study")
     return study
 
 
@@ -305,11 +307,13 @@ def only_study(storage: RDBStorage, name: str | None) -> str:
 
 
 def _differences(stored: dict[str, Any], mine: dict[str, Any]) -> list[str]:
-    """``key: value in the study, value here`` for each setting that differs."""
+    """``key: value in the study, value here`` for each setting that differs; a setting the
+    study predates has its default there (as its trials train with it)."""
     def flat(spec: dict[str, Any]) -> dict[str, Any]:
         return {**{k: v for k, v in spec.items() if k != "base"}, **spec["base"]}
 
-    ours, theirs = flat(mine), flat(stored)
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in MACHINE_KEYS}
+    ours, theirs = flat(mine), {**defaults, **flat(stored)}
     return [f"{key}: {theirs.get(key)!r} in the study, {ours.get(key)!r} here"
             for key in sorted(ours.keys() | theirs.keys()) if ours.get(key) != theirs.get(key)]
 

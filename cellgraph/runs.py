@@ -231,13 +231,15 @@ class RunDir:
         return read_json(self.file("final.json"))
 
 
-def load_run(path: str | Path, checkpoint: str = "best", backend: str = "torch") -> Any:
+def load_run(path: str | Path, checkpoint: str = "best", backend: str = "torch",
+             device: str | None = None) -> Any:
     """A trained run folder loaded for use from Python, through the numeric backend
     ``backend`` (found by name, imported only now): its model, ready for ``model(tokens)``
     and searching in the run's ``eval_mode``, with ``config``, ``dataset`` (vocabulary and
     splits), ``epoch`` of the ``checkpoint`` (``best`` or ``last``), and ``tokens``,
     ``encode``, ``cell``, ``vectors`` and ``document`` to feed it and export its cells
-    (torch: :class:`cellgraph.backends.torch_run.LoadedRun`)."""
+    (torch: :class:`cellgraph.backends.torch_run.LoadedRun`), on ``device`` (``cpu``,
+    ``cuda``, ``cuda:N``, ``auto``; default: the run's own ``device`` setting)."""
     from cellgraph.backend import backend as find_backend
 
     if not (Path(path) / "config.json").is_file():
@@ -247,4 +249,4 @@ def load_run(path: str | Path, checkpoint: str = "best", backend: str = "torch")
     loader = getattr(find_backend(backend), "load_run", None)
     if loader is None:
         raise CellGraphError(f"backend {backend!r} cannot load trained runs (the torch backend can)")
-    return loader(path, checkpoint)
+    return loader(path, checkpoint, device)

@@ -57,6 +57,8 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert len(result["targets"]) == 8 and all(isinstance(t["met"], bool) for t in result["targets"])
     assert "ESTIMATED from 1 of 313 batches" in printed and "trees equal" in printed
     assert result["compile"] is None and "(6) torch.compile of the search's candidate block: skipped" in printed
+    assert result["machine"]["device"] == "cpu" and result["machine"]["gpu"] is None
+    assert "device: cpu" in printed and "GPU (" not in printed
 
 
 def test_search_flops_count_the_incremental_pairs():

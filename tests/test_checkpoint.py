@@ -83,3 +83,17 @@ def test_checkpoint_cannot_run_code(tmp_path):
 def test_missing_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_latest(tmp_path / "none.pt")
+
+
+def test_tensors_load_onto_the_device_asked_for(tmp_path):
+    """``map_location`` reaches ``torch.load`` (still weights-only): a checkpoint loads onto
+    another device than the one it was written on (here the meta device; a GPU checkpoint
+    onto the CPU is the same mapping), the previous version too."""
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"epoch": 1, "model": {"w": torch.ones(3)}, "rng": torch.get_rng_state()})
+    save_checkpoint(path, {"epoch": 2, "model": {"w": torch.zeros(3)}, "rng": torch.get_rng_state()})
+    assert load_checkpoint(path)["model"]["w"].device.type == "cpu"
+    state = load_checkpoint(path, map_location="meta")
+    assert state["epoch"] == 2 and state["model"]["w"].is_meta and state["rng"].is_meta
+    path.write_bytes(b"damaged")
+    assert load_latest(path, log=lambda s: None, map_location="meta")["model"]["w"].is_meta

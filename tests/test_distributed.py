@@ -1,6 +1,6 @@
-"""Data-parallel training (issue 7): ``torchrun`` with 2 gloo processes follows the loss
-trajectory of one process on the same global batches; the loss scaling of uneven shards; the
-environment torchrun leaves."""
+"""Data-parallel training: ``torchrun`` with 2 gloo processes (2 NCCL processes, one per GPU,
+where two GPUs are present) follows the loss trajectory of one process on the same global
+batches; the loss scaling of uneven shards; the environment torchrun leaves."""
 
 from __future__ import annotations
 
@@ -79,10 +79,13 @@ def _close(a, b) -> bool:
 
 
 @pytest.mark.parametrize("settings", [
-    {"model": "gru"},
+    pytest.param({"model": "gru", "device": "cpu"}, id="gru"),
     # alternating phases rebuild the DDP wrapper; hard search without L2 leaves tuples unused
-    {"model": "rrnn-gru", "alternate_every": 1, "mode": "hard", "lambda_l2": 0.0},
-], ids=["gru", "rrnn-gru"])
+    pytest.param({"model": "rrnn-gru", "alternate_every": 1, "mode": "hard", "lambda_l2": 0.0, "device": "cpu"},
+                 id="rrnn-gru"),
+    pytest.param({"model": "rrnn-gru", "alternate_every": 1, "device": "cuda"}, id="rrnn-gru-nccl",
+                 marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")),
+])
 def test_two_processes_follow_one(tmp_path, settings):
     """A real ``torchrun --nproc_per_node 2 -m cellgraph train`` against one process: the same
     per-epoch train losses, N_e and validation metrics (within RTOL), one set of files."""

@@ -194,12 +194,26 @@ def test_joining_with_other_settings_is_refused(tmp_path):
     storage = hpo.open_storage(hpo.sqlite_url(tmp_path))
     space = hpo.search_space("gru", "sst", [])
     hpo.open_study(storage, "s", hpo.make_spec(_base(), space, 0), 3, out=lambda s: None)
-    joined = hpo.open_study(storage, "s", hpo.make_spec(_base(num_threads=2, data_dir="/elsewhere"), space, 0), None)
+    elsewhere = _base(num_threads=2, data_dir="/elsewhere", device="cpu")
+    joined = hpo.open_study(storage, "s", hpo.make_spec(elsewhere, space, 0), None)
     assert len(joined.trials) == 3
     with pytest.raises(CellGraphError, match="epochs: 1 in the study, 2 here"):
         hpo.open_study(storage, "s", hpo.make_spec(_base(epochs=2), space, 0), 3)
     with pytest.raises(CellGraphError, match="slots: 3 in the study, 4 here"):
         hpo.open_study(storage, "s", hpo.make_spec(_base(), space, 0), 4)
+
+
+def test_a_study_that_predates_a_setting_is_joined_with_its_default(tmp_path):
+    """A study created before the ``amp`` setting existed joins as ``amp=none``, not as a
+    study with other settings."""
+    storage = hpo.open_storage(hpo.sqlite_url(tmp_path))
+    space = hpo.search_space("gru", "sst", [])
+    older = hpo.make_spec(_base(), space, 0)
+    del older["base"]["amp"]
+    hpo.open_study(storage, "s", older, 2, out=lambda s: None)
+    assert len(hpo.open_study(storage, "s", hpo.make_spec(_base(), space, 0), None).trials) == 2
+    with pytest.raises(CellGraphError, match="amp: 'none' in the study, 'bf16' here"):
+        hpo.open_study(storage, "s", hpo.make_spec(_base(amp="bf16"), space, 0), None)
 
 
 def test_toml_strings_round_trip(tmp_path):

@@ -1,12 +1,13 @@
 """RRNN-GRU's batched step (stacked projections, x projected for the whole sequence, repeated
 nodes computed once) against the equations of the paper computed literally, tuple by tuple
-and node by node, for both placements of the weight tuples, and a finite-difference gradient
-check."""
+and node by node, for both placements of the weight tuples (in float64, on every device: the
+CPU, and CUDA where a GPU is present), and a finite-difference gradient check."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICES
 
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_rrnn import RRNNGRU
@@ -29,10 +30,10 @@ def _allowed(node, placement: str) -> list[int]:
 
 
 def _tuples(cell):
-    eye = torch.eye(P, dtype=cell.weight_L.dtype)
+    eye = torch.eye(P, dtype=cell.weight_L.dtype, device=cell.weight_L.device)
     if cell.identity_trainable:
         return list(zip(cell.weight_L, cell.weight_R, cell.bias))
-    return list(zip(cell.weight_L, cell.weight_R, cell.bias)) + [(eye, eye, torch.zeros(P, dtype=eye.dtype))]
+    return list(zip(cell.weight_L, cell.weight_R, cell.bias)) + [(eye, eye, torch.zeros_like(eye[0]))]
 
 
 def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
@@ -50,7 +51,8 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
         cands = [act(op(a @ tuples[k][0].T, b @ tuples[k][1].T) + tuples[k][2]) for k in allowed]
         if len(allowed) == 1:
             values[node] = cands[0]
-            columns.append((torch.full((B,), allowed[0]), torch.zeros(B, dtype=a.dtype), torch.full((B,), -torch.inf)))
+            columns.append((torch.full((B,), allowed[0], device=a.device), a.new_zeros(B),
+                            a.new_full((B,), -torch.inf)))
             continue
         scores = torch.stack([cell.scoring(c)[:, 0] for c in cands], 1)
         ranked = scores.detach().argsort(1, descending=True)
@@ -58,7 +60,7 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
         weights = torch.softmax(scores / cell.tau, 1)
         soft = sum(weights[:, k, None] * cands[k] for k in range(len(allowed)))
         values[node] = {"hard": hard, "soft": soft, "straight-through": hard + (soft - soft.detach())}[mode]
-        chosen = torch.tensor(allowed)[ranked[:, 0]]
+        chosen = torch.tensor(allowed, device=a.device)[ranked[:, 0]]
         columns.append((chosen, scores.gather(1, ranked[:, :1])[:, 0], scores.gather(1, ranked[:, 1:2])[:, 0]))
     vectors = torch.stack([values[leaf] for leaf in (x, h, zero)]
                           + [values[n] for n in gru.graph.internal_nodes()], 1)
@@ -68,11 +70,12 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
 PLACEMENTS = [("flexible", False), ("flexible", True), ("gates", False)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("placement, identity_trainable", PLACEMENTS)
 @pytest.mark.parametrize("mode", ["soft", "hard", "straight-through"])
 @pytest.mark.parametrize("recompute, B", [(False, 5), (True, 5), (False, 1)])
 def test_step_equals_the_literal_equations_values_traces_and_gradients(placement, identity_trainable, mode,
-                                                                       recompute, B):
+                                                                       recompute, B, device):
     """Batch 1 too: every step's trace keeps its own choices."""
     torch.manual_seed(0)
     model = RRNNGRU(P, N, scoring_hidden=6, mode=mode, tau=0.7, recompute=recompute, placement=placement,
@@ -82,11 +85,12 @@ def test_step_equals_the_literal_equations_values_traces_and_gradients(placement
             model.cell.weight_L[-1].add_(0.1 * torch.randn(P, P, dtype=torch.float64))
     inputs = torch.randn(T, B, P, dtype=torch.float64)
     weights = torch.randn(T, B, P, dtype=torch.float64)
+    model, inputs, weights = model.to(device), inputs.to(device), weights.to(device)
     output, h_T, traces = model(inputs)
     (output * weights).sum().add(sum(tr[0].best_score.sum() for tr in traces)).backward()
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    state, outputs, loss = torch.zeros(B, P, dtype=torch.float64), [], 0
+    state, outputs, loss = inputs.new_zeros(B, P), [], 0
     for t in range(T):
         state, vectors, (tuple_pos, best, second) = _literal_step(model.cell, inputs[t], state, mode)
         trace = traces[t][0]

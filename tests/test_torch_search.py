@@ -1,10 +1,12 @@
-"""The batched torch Algorithm 2 against the float64 numpy reference, and its soft modes."""
+"""The batched torch Algorithm 2 against the float64 numpy reference (on every device: the CPU,
+and CUDA where a GPU is present), and its soft modes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from devices import DEVICES
 from hypothesis import given, settings, strategies as st
 
 from cellgraph.backends.numpy_backend import mlp_alpha, search as np_search
@@ -33,12 +35,16 @@ def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
     return params, alpha, np.stack([X, Hs, np.zeros((B, p))], 1)
 
 
-def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none"):
-    L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
-    W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
-    return search(prepare(space, L, R, b, W1, b1, w2, b2, norm), torch.tensor(leaf_values), mode, tau)
+def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none", device="cpu"):
+    L, R, b = (torch.tensor(np.stack([t[i] for t in params]), device=device) for i in range(3))
+    W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float), device=device) for a in alpha)
+    leaves = torch.tensor(leaf_values, device=device)
+    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau)
+    assert trace.vectors.device.type == torch.device(device).type
+    return trace.to("cpu")
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -48,11 +54,11 @@ def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm=
     weights=st.sampled_from(["normal", "integer"]),
     leaves=st.sampled_from(["random", "zero", "equal_x"]),
 )
-def test_hard_search_matches_numpy_reference(seed, p, B, n_iterations, weights, leaves):
+def test_hard_search_matches_numpy_reference(device, seed, p, B, n_iterations, weights, leaves):
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, weights, leaves)
     try:
-        trace = _torch_search(space, params, alpha, leaf_values)
+        trace = _torch_search(space, params, alpha, leaf_values, device=device)
     except CellGraphError as err:  # then the reference must fail the same way
         assert "no eligible candidate" in str(err)
         with pytest.raises(CellGraphError, match="no eligible candidate"):
@@ -72,13 +78,14 @@ def test_hard_search_matches_numpy_reference(seed, p, B, n_iterations, weights, 
         np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4))
-def test_sample_normalised_search_matches_numpy_reference(seed, p, B, n_iterations):
+def test_sample_normalised_search_matches_numpy_reference(device, seed, p, B, n_iterations):
     """candidate_norm='sample': every candidate normalised over its features, in both backends."""
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
-    trace = _torch_search(space, params, alpha, leaf_values, norm="sample")
+    trace = _torch_search(space, params, alpha, leaf_values, norm="sample", device=device)
     for b in range(B):
         ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
                         candidate_norm="sample")
@@ -90,7 +97,8 @@ def test_sample_normalised_search_matches_numpy_reference(seed, p, B, n_iteratio
         np.testing.assert_allclose(chosen.mean(-1), 0, atol=1e-10)  # normalised nodes
 
 
-def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_batch():
+@pytest.mark.parametrize("device", DEVICES)
+def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_batch(device):
     """candidate_norm='batch': the first chosen node of every sample is its candidate
     ``u(o(L_r c_i, R_r c_j) + b_r)`` normalised with the mean and variance of that candidate
     slot over the whole batch and the features (computed here literally)."""
@@ -99,14 +107,14 @@ def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_b
 
     space = _space(1)
     params, alpha, leaf_values = _case(7, 4, 5, 3, "normal", "random")
-    trace = _torch_search(space, params, alpha, leaf_values, norm="batch")
+    trace = _torch_search(space, params, alpha, leaf_values, norm="batch", device=device)
     for b in range(5):
         i, j, r, o, u = (int(t[b, 0]) for t in (trace.left, trace.right, trace.tuple_pos, trace.op_pos, trace.act_pos))
         slot = np.stack([combine(params[space.tuples[r]], numpy_op(space.ops[o]), numpy_activation(space.activations[u]),
                                  leaf_values[s, i], leaf_values[s, j]) for s in range(5)])
         want = (slot[b] - slot.mean()) / np.sqrt(slot.var() + NORM_EPS)
         np.testing.assert_allclose(trace.vectors[b, 3].numpy(), want, rtol=1e-10, atol=1e-10)
-    alone = _torch_search(space, params, alpha, leaf_values[:1], norm="batch")
+    alone = _torch_search(space, params, alpha, leaf_values[:1], norm="batch", device=device)
     assert not torch.allclose(alone.vectors[0, 3], trace.vectors[0, 3])  # batch statistics matter
 
 
@@ -119,12 +127,13 @@ def test_unknown_candidate_norm_is_an_error():
         np_search(space, params, dict(zip(space.leaves, leaves[0])), mlp_alpha(*alpha), candidate_norm="batch")
 
 
-def test_exclusion_and_ties_are_exercised():
+@pytest.mark.parametrize("device", DEVICES)
+def test_exclusion_and_ties_are_exercised(device):
     """With h = 0 = zero and integer weights many candidates coincide: the search must skip
     vectors already in P and break ties by Algorithm 2's enumeration order."""
     space = _space(6)
     params, alpha, leaf_values = _case(7, 3, 2, 3, "integer", "zero")
-    trace = _torch_search(space, params, alpha, leaf_values)
+    trace = _torch_search(space, params, alpha, leaf_values, device=device)
     for b in range(2):
         generated = trace.vectors[b, len(space.leaves):]
         dist = (generated[:, None] - generated[None]).abs().amax(-1) + torch.eye(6) * 1e9

@@ -5,3 +5,25 @@ Every module here defines ``register(subparsers)`` which adds its parser and set
 new command is a new file. Modules must stay cheap to import (no torch, no heavy work at
 import time): import what a command needs inside its handler.
 """
+
+from __future__ import annotations
+
+import argparse
+
+#: How ``--device`` is explained where its default is ``auto``.
+DEVICE_AUTO = "auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N"
+
+
+def device_flag(text: str) -> str:
+    """The argparse ``type`` of ``--device``: a ``device`` setting of the right form (whether
+    the machine has that device is checked where the command uses it)."""
+    from cellgraph.config import DEVICE_FORMS, valid_device
+
+    if not valid_device(text):
+        raise argparse.ArgumentTypeError(f"invalid device {text!r} (one of {', '.join(DEVICE_FORMS)})")
+    return text
+
+
+def add_device_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """Add ``--device DEVICE`` to a command's parser."""
+    parser.add_argument("--device", type=device_flag, default=default, metavar="DEVICE", help=help)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.commands import DEVICE_AUTO, add_device_flag
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,11 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", default="demo-out", help="output folder (default: demo-out)")
     p.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in well under a minute")
+    add_device_flag(p, "auto", f"where to train: {DEVICE_AUTO} (default auto)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from cellgraph.demo import run_demo
 
-    run_demo(args.out, seed=args.seed, quick=args.quick)
+    run_demo(args.out, seed=args.seed, quick=args.quick, device=args.device)
     return 0

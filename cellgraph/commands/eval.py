@@ -6,6 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from cellgraph.commands import DEVICE_AUTO, add_device_flag
     from cellgraph.config import MODES
 
     p = sub.add_parser(
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=MODES, default=None,
                    help="search mode of the cells (default: the run's eval_mode, hard unless set); "
                    "the result goes to eval_<split>_<mode>.json")
+    add_device_flag(p, None, f"{DEVICE_AUTO} (default: the run's device setting)")
     p.set_defaults(func=run)
 
 
@@ -32,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.runs import eval_name, write_json
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
-    result = evaluate_run(args.run, args.split, args.checkpoint, args.mode)
+    result = evaluate_run(args.run, args.split, args.checkpoint, args.mode, args.device)
     key = f"{args.split}_{result['metric']}"
     write_json(Path(args.run) / eval_name(args.split, args.mode), result)
     print(f"{key} {result[key]:.6f} ({args.checkpoint} checkpoint, epoch {result['epoch']}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.commands import DEVICE_AUTO, add_device_flag
 from cellgraph.commands.target import DRAWING_FORMATS, TEXT_FORMATS
 
 
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="FILE", default=None)
     p.add_argument("--dag", action="store_true",
                    help="the cell graph (shared nodes once) instead of the unfolded tree")
+    add_device_flag(p, None, f"{DEVICE_AUTO} (default: the run's device setting)")
     p.set_defaults(func=run)
 
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.runs import load_run
 
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
-    run = load_run(args.run)
+    run = load_run(args.run, device=args.device)
     cell, vectors = run.sample_cell(args.split, args.sample, args.t)
     name = f"{args.run} {args.split} sample {args.sample}, t = {args.t}"
     subject = SimpleNamespace(cell=cell, layout=run.layout, vectors=vectors, name=name)

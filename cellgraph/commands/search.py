@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph search --task planted --model gru --ranges sst --trials 6 --set epochs=1; "
         "cellgraph search --best --study sst-gru --export best.toml",
     )
+    from cellgraph.commands import DEVICE_AUTO, add_device_flag
     from cellgraph.config import MODELS, TASKS
     from cellgraph.datadir import DATA_DIR_HELP
 
@@ -46,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="fix one setting for every trial (repeatable), e.g. --set epochs=3")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
+    add_device_flag(p, None, f"where this worker trains its trials: {DEVICE_AUTO} (default auto); "
+                    "workers may differ")
     p.add_argument("--search-seed", type=int, default=0, metavar="SEED",
                    help="seed of the random draws (default 0)")
     p.add_argument("--heartbeat", type=int, default=30, metavar="SECONDS",
@@ -103,8 +106,12 @@ def _search(args: argparse.Namespace, hpo) -> int:
     from cellgraph.backends import torch_train  # noqa: F401 - without torch: one error, before a study exists
 
     fixed = parse_set(args.set)
-    overrides = {"task": args.task, "model": args.model, **({"data_dir": args.data} if args.data else {}), **fixed}
+    overrides = {"task": args.task, "model": args.model, **({"data_dir": args.data} if args.data else {}),
+                 **({"device": args.device} if args.device else {}), **fixed}
     base = resolve_config(args.preset, None, overrides)
+    from cellgraph.backend import backend
+
+    backend("torch").resolve_device(base.device)  # a missing GPU fails here, not every trial
     table = args.ranges or base.task
     space = hpo.search_space(base.model, table, fixed)
     pinned = sorted(set(fixed) & set(SEARCH_RANGES[(base.model, table)]))

@@ -60,6 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from cellgraph.commands import DEVICE_AUTO, add_device_flag
+
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
     p.add_argument("--model", choices=MODELS, default=None, help="model")
     p.add_argument("--preset", metavar="NAME", default=None,
@@ -76,6 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a finished gru run on the same task: its GRU gives the TD target vectors")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="the new run folder")
     p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue this run folder")
+    add_device_flag(p, None, f"where to train: {DEVICE_AUTO} (default: the device setting, auto); "
+                    "with --resume, moves the run to that device")
     p.set_defaults(func=run)
 
 
@@ -87,7 +91,7 @@ def _given(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
 def _resumed_config(args: argparse.Namespace) -> TrainConfig:
     """The settings of the run folder ``--resume`` names, with new inputs where it has no
     checkpoint yet (it starts over, so they cannot mix with earlier work)."""
-    from cellgraph.config import load_run_config
+    from cellgraph.config import load_run_config, resolve_config
     from cellgraph.errors import CellGraphError
     from cellgraph.runs import RunDir
 
@@ -103,7 +107,9 @@ def _resumed_config(args: argparse.Namespace) -> TrainConfig:
         raise CellGraphError(f"{args.resume} is not a run folder (no config.json) to resume")
     config = load_run_config(config_file)
     new_inputs = {_FLAG_KEYS[flag]: getattr(args, flag) for flag in _INPUT_FLAGS if getattr(args, flag)}
-    return config.replace(**new_inputs)
+    if args.device:  # a machine choice, not a setting of the run: a resumed run may move
+        new_inputs["device"] = args.device
+    return resolve_config(base={**config.to_dict(), **new_inputs})
 
 
 def _new_config(args: argparse.Namespace) -> TrainConfig:
@@ -114,7 +120,8 @@ def _new_config(args: argparse.Namespace) -> TrainConfig:
 
     if not args.out:
         raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")
-    overrides = {key: getattr(args, flag) for flag, key in _FLAG_KEYS.items() if getattr(args, flag)}
+    overrides = {key: getattr(args, flag) for flag, key in (*_FLAG_KEYS.items(), ("device", "device"))
+                 if getattr(args, flag)}
     overrides.update(parse_set(args.set))
     config = resolve_config(args.preset, args.config, overrides, require=("task", "model"))
     for warning in preset_conflicts(args.preset, config):
@@ -166,7 +173,7 @@ def _train(config: TrainConfig, out: str, resume: bool) -> None:
     from cellgraph.backends.torch_train import train
     from cellgraph.config import compact
 
-    with launched() as dist:  # several processes under torchrun, else one
+    with launched(config.device) as dist:  # several processes under torchrun, else one
         if dist.writes:
             print(f"settings: {compact(config)}", flush=True)
         train(config, out, resume=resume, argv=sys.argv, dist=dist)
