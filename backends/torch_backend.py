@@ -57,11 +57,11 @@ class TorchBackend:
 
         return train(config, out_dir, resume=resume, argv=argv)
 
-    def load_run(self, path, checkpoint: str = "best"):
-        """A trained run folder (:func:`~cellgraph.backends.torch_run.load_run`)."""
+    def load_run(self, path, checkpoint: str = "best", device: str | None = None):
+        """A trained run folder (:func:`~cellgraph.backends.torch_run.load_run`) on ``device``."""
         from cellgraph.backends.torch_run import load_run
 
-        return load_run(path, checkpoint)
+        return load_run(path, checkpoint, device)
 
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values

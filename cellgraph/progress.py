@@ -38,7 +38,10 @@ _ON: ContextVar[bool] = ContextVar("cellgraph_progress", default=True)
 
 
 class Progress(Protocol):
-    """What :func:`progress` returns (tqdm's interface, the part cellgraph uses)."""
+    """What :func:`progress` returns (tqdm's interface, the part cellgraph uses): ``disable``
+    says whether nothing is shown (callers skip computing what only the bar would show)."""
+
+    disable: bool
 
     def update(self, n: int = 1) -> Any: ...
 
@@ -49,6 +52,8 @@ class Progress(Protocol):
 
 class _Silent:
     """Progress that shows nothing."""
+
+    disable = True
 
     def update(self, n: int = 1) -> None:
         """Nothing to show."""
@@ -69,6 +74,8 @@ def _clock_text(seconds: float) -> str:
 
 class LineProgress:
     """Plain-line progress of ``total`` units (module docstring); ``clock`` is for tests."""
+
+    disable = False
 
     def __init__(self, total: int, desc: str, stream: TextIO, unit: str = "steps",
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -22,6 +22,7 @@ from devices import needs_cuda
 from torch.overrides import TorchFunctionMode
 
 import cellgraph
+from cellgraph import progress
 from cellgraph.backends import torch_device, torch_distributed, torch_train
 from cellgraph.backends.torch_checkpoint import load_checkpoint
 from cellgraph.backends.torch_device import autocast, resolve_device
@@ -77,13 +78,13 @@ def test_gpus_by_name_and_local_rank(two_gpus):
 def test_bad_device_forms(name):
     with pytest.raises(CellGraphError, match="unknown device"):
         resolve_device(name)
-    with pytest.raises(FormatError, match=r"device: invalid value .*\(one of auto, cpu, cuda, cuda:N\)"):
+    with pytest.raises(FormatError, match=r"device: invalid value .*: must be one of auto, cpu, cuda, cuda:N"):
         TrainConfig(device=name)
 
 
 def test_amp_setting():
     assert TrainConfig(model="gru", amp="bf16").amp == "bf16"
-    with pytest.raises(FormatError, match=r"amp: invalid value 'fp16' \(one of none, bf16\)"):
+    with pytest.raises(FormatError, match=r"amp: invalid value 'fp16': must be one of none, bf16"):
         TrainConfig(amp="fp16")
     with pytest.raises(FormatError, match="amp: bf16 applies to gru, lstm and rrnn-gru; the full RRNN search"):
         TrainConfig(model="rrnn", amp="bf16")
@@ -272,7 +273,7 @@ def test_one_value_read_per_training_step(model, monkeypatch):
     gradient norm (it decides whether the step updates); metrics stay on the device until the
     epoch ends. (The full RRNN's search also reads the data-dependent outcomes of its exclusion
     test, iteration by iteration.)"""
-    monkeypatch.setenv(torch_train.PROGRESS_ENV, "1")
+    monkeypatch.setenv(progress.ENV, "1")
     reads, where = _per_step(model, "cpu", _host_reads)
     assert reads == 1, where
 
@@ -281,7 +282,7 @@ def test_one_value_read_per_training_step(model, monkeypatch):
 def test_no_tensor_is_built_from_host_data_per_step(model, monkeypatch):
     """Index tensors, constants, coefficients and batches reach the device once (per run or
     per epoch), not at every step."""
-    monkeypatch.setenv(torch_train.PROGRESS_ENV, "1")
+    monkeypatch.setenv(progress.ENV, "1")
     made, where = _per_step(model, "cpu", _host_made)
     assert made == 0, where
 
@@ -291,7 +292,7 @@ def test_no_tensor_is_built_from_host_data_per_step(model, monkeypatch):
 def test_one_device_sync_per_training_step_on_cuda(model, monkeypatch):
     """What CUDA itself counts (``torch.cuda.set_sync_debug_mode``): one synchronising call per
     training step, the finite check."""
-    monkeypatch.setenv(torch_train.PROGRESS_ENV, "1")
+    monkeypatch.setenv(progress.ENV, "1")
 
     @contextmanager
     def syncs() -> Iterator[list[str]]:
