@@ -62,7 +62,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
-from cellgraph.progress import Progress, progress
+from cellgraph.progress import progress
 from cellgraph.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.jsonio import dump_cell
 from cellgraph.runs import RunDir, write_json
@@ -376,11 +376,6 @@ def _set_phase(model: TaskModel, phase: str) -> None:
         p.requires_grad_(phase == "scoring")
 
 
-def _progress(total: int, desc: str, show: bool) -> Progress:
-    """Progress of ``total`` training steps (:func:`cellgraph.progress.progress`)."""
-    return progress(total, desc, show)
-
-
 @dataclass
 class _Step:
     """What one training step computed on this rank: ``loss`` is Eq. 5 times the rank's
@@ -438,7 +433,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     if model.model_name == "rrnn-gru":
         shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
         choices = torch.full(shape, -1, dtype=torch.int16, device=_device_of(model))
-    bar = _progress(len(parts), f"epoch {epoch}", dist.writes)
+    bar = progress(len(parts), f"epoch {epoch}", dist.writes)
     batches = _batches(dataset.train, parts, _device_of(model))
     for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors), 1):
         model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
@@ -485,9 +480,10 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
         "phase": phase, "bad_steps": skipped,
     }
+    tau = tau_at(config, epoch / config.epochs)
     if model.structured and config.tau_end:
-        record["tau"] = tau_at(config, epoch / config.epochs)
-    model.set_tau(tau_at(config, epoch / config.epochs))  # evaluation: the temperature reached
+        record["tau"] = tau
+    model.set_tau(tau)  # evaluation: the temperature reached
     for key in TERMS:  # the weighted terms of Eq. 5, each the epoch mean over its steps
         record[f"loss_{key}"] = sums[key] / good if good and loss_fn.weights[key] else None
     record["loss_total"] = sums["total"] / good if good else None
@@ -534,8 +530,8 @@ def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
 
 
 def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
-    """A warning when a language model's hard-search metric (bits per token) is far from its
-    soft-search one (more than 1 bit, or 10x) or above the uniform baseline ``log2(V)``."""
+    """A warning when a language model's hard-search metric, in bits per token, is more than
+    1 bit above its soft-search one, not finite, or above the uniform baseline ``log2(V)``."""
     metric = final["metric"]
     if metric not in ("bpc", "perplexity"):
         return None

@@ -1,5 +1,5 @@
 """Training configuration, the paper's presets and its hyper-parameter search ranges
-(paper, Sec. 5 and Appendix "Hyperparameters"; SPEC §8).
+(paper, Sec. 5 and Appendix "Hyperparameters").
 
 A :class:`TrainConfig` is resolved in layers: defaults, then a named preset, then a TOML
 file, then ``--set key=value`` overrides. Every layer is validated: an unknown key or a

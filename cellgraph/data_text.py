@@ -1,5 +1,5 @@
 """Text data sets of the paper's experiments: enwik8 (Wiki), Penn Treebank, SST (paper,
-Sec. 5.1; SPEC §8). Each loader returns a :class:`~cellgraph.datasets.Dataset`.
+Sec. 5.1). Each loader returns a :class:`~cellgraph.datasets.Dataset`.
 
 ``wiki`` (:func:`load_wiki`), character level, metric BPC
     Source: ``enwik8``, ``enwik8.zip`` or ``enwik8-prefix-*`` (raw MediaWiki XML). The paper

@@ -1,4 +1,4 @@
-"""Data sets of the experiments (paper, Sec. 5.1 "Datasets and Settings"; SPEC §8).
+"""Data sets of the experiments (paper, Sec. 5.1 "Datasets and Settings").
 
 A :class:`Dataset` holds three :class:`Split` s (``train``, ``val``, ``test``) of ``int64``
 token ids, the vocabulary (id -> string), the task and its metric:
