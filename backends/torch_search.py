@@ -42,7 +42,11 @@ The block function (candidates and their scores) can run through ``torch.compile
 Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
 every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
 batch and the features of its slot (``batch``) or over its features (``sample``), before it is
-scored; the affine shortcut above is then off (every activation is materialised).
+scored. For an affine ``u(z) = a z + c`` with ``|a| = 1`` that is ``a zn`` with
+``zn = (z - mean_z) / sqrt(var_z + eps)`` (``c`` cancels, ``a^2 = 1``), so the shortcut still
+holds: a block stores ``zn``, and ``W_1 zn = (W_1 z - mean_z W_1 1) / sqrt(var_z + eps)`` is
+again a sum of per-node projections for ``o = add``. Other affine activations are
+materialised.
 
 Choice modes (SPEC §3): ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
 vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
@@ -93,18 +97,23 @@ class _Plan:
     act_pos: tuple[int, ...]
 
     @staticmethod
-    def of(space: SearchSpace, materialize: bool = False) -> "_Plan":
-        """``materialize``: hold every activation as non-affine (computed and scored in full),
-        as candidate normalisation needs."""
+    def of(space: SearchSpace, norm: str = "none") -> "_Plan":
+        """The layout under candidate normalisation ``norm``: with one, an affine activation
+        with ``|a| = 1`` is held as ``u(zn) = a zn`` of the normalised ``zn`` (``c = 0``), any
+        other affine one as non-affine (computed and scored in full)."""
         nonlinear, affine = [], []
         for pos, name in enumerate(space.activations):
-            coef = None if materialize else torch_ops.affine(name)
+            coef = torch_ops.affine(name)
+            if coef is not None and norm != "none":
+                coef = (coef[0], 0.0) if abs(coef[0]) == 1.0 else None
             (nonlinear if coef is None else affine).append((pos, name, coef))
+        scaled = norm != "none"
         return _Plan(
             ops=tuple(torch_ops.op(o) for o in space.ops),
             additive=tuple(torch_ops.is_additive(o) for o in space.ops),
             nonlinear=tuple(torch_ops.activation(name) for _, name, _ in nonlinear),
-            affine=tuple(torch_ops.activation(name) for _, name, _ in affine),
+            affine=tuple(functools.partial(torch.mul, other=coef[0]) if scaled else torch_ops.activation(name)
+                         for _, name, coef in affine),
             affine_a=tuple(coef[0] for _, _, coef in affine),
             affine_c=tuple(coef[1] for _, _, coef in affine),
             act_pos=tuple(pos for pos, _, _ in nonlinear + affine),
@@ -134,8 +143,8 @@ class SearchParams:
         affine_a, affine_c: ``(n_a,)`` the ``a``, ``c`` of the affine activations.
         scale, offset: ``(n_a, 1, 1, 1)`` the ``a`` and ``(n_a, 1, 1, H)`` the
             ``c W1 1 + b1``: the first layer of an affine activation is ``a W1 z + offset``.
-        norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`);
-            with one, every activation is materialised (no affine shortcut).
+        W1_sum: ``(H,)`` ``W1 1``, which centres ``W1 z`` under candidate normalisation.
+        norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`).
     """
 
     space: SearchSpace
@@ -151,6 +160,7 @@ class SearchParams:
     affine_c: Tensor
     scale: Tensor
     offset: Tensor
+    W1_sum: Tensor
     norm: str = "none"
 
 
@@ -166,15 +176,16 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     idx = _on_device(space.tuples, torch.int64, L.device)
     Ls, Rs, bs = L[idx], R[idx], b[idx]
     p = L.shape[-1]
-    plan = _Plan.of(space, materialize=norm != "none")
+    plan = _Plan.of(space, norm)
     W1s, b1s, w2 = 2.0 * W1, 2.0 * b1, w2.reshape(-1)
     rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
     if plan.shortcut:
         rows += [torch.matmul(W1s, Ls).reshape(-1, p), torch.matmul(W1s, Rs).reshape(-1, p)]
     a, c = (_on_device(v, W1.dtype, W1.device) for v in (plan.affine_a, plan.affine_c))
+    W1_sum = W1s.sum(1)
     return SearchParams(
         space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
-        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1s.sum(1) + b1s, norm,
+        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1_sum + b1s, W1_sum, norm,
     )
 
 
@@ -264,35 +275,40 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
         GL, GR: ``W1 L_r c_i``, ``W1 R_r c_j`` ``(B, n_r, P, H)`` with the shortcut, else None.
 
     Returns:
-        ``Z (B, n_o, n_r, P, p)`` the ``z``; ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
+        ``Z (B, n_o, n_r, P, p)`` the ``z`` (``zn`` under a candidate normalisation); ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
         ``u(z)`` (None without any); ``scores``, ``lo``, ``hi`` ``(B, size)`` in the
         block's flat order (activation, op, tuple, pair), ``size = (n_nl + n_a) n_o n_r P``:
         the scores and the key intervals (not differentiable; an affine candidate
         ``v = a z + c`` gets the key ``a (g . z) + c sum(g)`` and the magnitude bound
         ``|a| g . |z| + |c| sum(g)``).
     """
-    plan = w.plan
+    plan, normed = w.plan, w.norm != "none"
     zs = [o(Lc, Rc) + w.bias for o in plan.ops]
     Z = torch.stack(zs, 1)
     B, p = Z.shape[0], Z.shape[-1]
     scores, Vn = [], None
     if plan.nonlinear:
         Vn = torch.stack([u(Z) for u in plan.nonlinear], 1)
-        if w.norm != "none":  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
-            dims = (0, -1) if w.norm == "batch" else (-1,)
-            var, mean = torch.var_mean(Vn, dims, correction=0, keepdim=True)
-            Vn = (Vn - mean) * torch.rsqrt(var + NORM_EPS)
+        if normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
+            Vn = _normalized(Vn, w.norm)[0]
         h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
         scores.append((h1 @ w.w2).view(B, -1))
     if plan.affine:
-        per_op = []
-        for z, additive in zip(zs, plan.additive):  # t = W1 z (B, n_r, P, H)
+        per_op, stored = [], []
+        for z, additive in zip(zs, plan.additive):  # t = W1 z (B, n_r, P, H), of zn if normed
+            if normed:
+                z, mean, rstd = _normalized(z, w.norm)
             if additive:
                 t = GL + (GR + w.W1_bias)
+                if normed:
+                    t = (t - mean * w.W1_sum) * rstd
             else:
                 t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+            stored.append(z)
             per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
+        if normed:  # the affine candidates are a zn: the block keeps zn
+            Z = torch.stack(stored, 1)
     keys, mags, g = [], [], rule.g
     if Vn is not None:
         V = Vn.detach()
@@ -304,6 +320,16 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
         keys.append(((z @ g).unsqueeze(1) * a + c).view(B, -1))
         mags.append(((z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
     return Z, Vn, torch.cat(scores, 1) + w.b2, *rule.interval(torch.cat(keys, 1), torch.cat(mags, 1))
+
+
+def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
+    """``((v - mean) * rstd, mean, rstd)`` with ``rstd = 1 / sqrt(var + NORM_EPS)``, the
+    statistics of each candidate slot ``v (B, ..., p)``: over the batch and the features
+    (``batch``) or over the features (``sample``)."""
+    dims = (0, -1) if norm == "batch" else (-1,)
+    var, mean = torch.var_mean(v, dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + NORM_EPS)
+    return (v - mean) * rstd, mean, rstd
 
 
 _compiled: dict[str, Callable] = {}

@@ -118,6 +118,35 @@ def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_b
     assert not torch.allclose(alone.vectors[0, 3], trace.vectors[0, 3])  # batch statistics matter
 
 
+@pytest.mark.parametrize("norm", ["batch", "sample"])
+def test_normalised_first_iteration_scores_and_mixes_every_candidate_literally(norm):
+    """Both normalisations, iteration 1, every candidate ``u(o(L_r c_i, R_r c_j) + b_r)`` of
+    every (r, o, u, i < j) normalised literally: the best score is the maximum of their
+    scores, and the soft node is their ``softmax(alpha / tau)`` mixture (the affine
+    activations included, which the search derives from the normalised ``z``)."""
+    from cellgraph.algorithm2 import NORM_EPS
+    from cellgraph.backends.numpy_eval import combine, numpy_activation, numpy_op
+
+    space, B, tau = _space(1), 4, 0.6
+    params, alpha, leaf_values = _case(3, 5, B, 3, "normal", "random")
+    score = mlp_alpha(*alpha)
+    slots = np.stack([
+        combine(params[rr], numpy_op(oo), numpy_activation(uu), leaf_values[:, i], leaf_values[:, j])
+        for rr in space.tuples for oo in space.ops for uu in space.activations
+        for i in range(3) for j in range(i + 1, 3)
+    ], 1)  # (B, candidates, p)
+    axes = (0, 2) if norm == "batch" else (2,)
+    mean, var = slots.mean(axes, keepdims=True), slots.var(axes, keepdims=True)
+    cands = (slots - mean) / np.sqrt(var + NORM_EPS)
+    scores = np.stack([score(cands[b]) for b in range(B)])
+    hard = _torch_search(space, params, alpha, leaf_values, "hard", norm=norm)
+    np.testing.assert_allclose(hard.best_score[:, 0].detach().numpy(), scores.max(1), rtol=1e-10)
+    soft = _torch_search(space, params, alpha, leaf_values, "soft", tau=tau, norm=norm)
+    w = np.exp((scores - scores.max(1, keepdims=True)) / tau)
+    mixed = (w[:, :, None] * cands).sum(1) / w.sum(1)[:, None]
+    np.testing.assert_allclose(soft.vectors[:, 3].detach().numpy(), mixed, rtol=1e-9, atol=1e-10)
+
+
 def test_unknown_candidate_norm_is_an_error():
     with pytest.raises(CellGraphError, match="unknown candidate_norm"):
         _torch_search(_space(1), *_case(0, 2, 1, 3, "normal", "random"), norm="layer")
@@ -189,20 +218,21 @@ def test_straight_through_is_hard_forward_soft_backward():
     assert grads["straight-through"][1].abs().sum() > 0
 
 
-def test_soft_mode_gradcheck():
-    space = _space(2)
-    params, alpha, leaf_values = _case(11, 2, 2, 3, "normal", "random")
+@pytest.mark.parametrize("norm", ["none", "batch", "sample"])
+def test_soft_mode_gradcheck(norm):
+    space, p = _space(2), 3
+    params, alpha, leaf_values = _case(11, p, 2, 3, "normal", "random")
     L, R, b = (torch.tensor(np.stack([t[i] for t in params[:3]]), requires_grad=True) for i in range(3))
     W1, b1, w2 = (torch.tensor(a, requires_grad=True) for a in alpha[:3])
     b2 = torch.tensor(alpha[3])
     xh = torch.tensor(leaf_values[:, :2], requires_grad=True)  # the zero leaf stays a constant
-    eye = torch.eye(2, dtype=torch.float64)
+    eye = torch.eye(p, dtype=torch.float64)
 
     def f(L, R, b, W1, b1, w2, xh):
         LL, RR = torch.cat([L, eye[None]]), torch.cat([R, eye[None]])
-        bb = torch.cat([b, torch.zeros(1, 2, dtype=torch.float64)])
-        leaves = torch.cat([xh, torch.zeros(2, 1, 2, dtype=torch.float64)], 1)
-        trace = search(prepare(space, LL, RR, bb, W1, b1, w2, b2), leaves, "soft", 0.7)
+        bb = torch.cat([b, torch.zeros(1, p, dtype=torch.float64)])
+        leaves = torch.cat([xh, torch.zeros(2, 1, p, dtype=torch.float64)], 1)
+        trace = search(prepare(space, LL, RR, bb, W1, b1, w2, b2, norm), leaves, "soft", 0.7)
         return trace.vectors[:, -2:], trace.best_score
 
     assert torch.autograd.gradcheck(f, (L, R, b, W1, b1, w2, xh), eps=1e-6, atol=1e-5)
