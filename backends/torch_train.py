@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -414,9 +414,45 @@ class _Objective(nn.Module):
         return _Step(terms.total * factor, terms, ce.detach().sum().double() / count, count, right, choices)
 
 
+@dataclass
+class _Epoch:
+    """Where an epoch is and its running sums (on the device, read once after the epoch):
+    what a mid-epoch checkpoint saves (:meth:`saved`) and a resumed run continues from."""
+
+    step: int = 0  # the steps done
+    seconds: float = 0.0  # the time spent before a resume
+    nats: float | Tensor = 0.0
+    correct: float | Tensor = 0.0
+    n: int = 0
+    good: int = 0
+    skipped: int = 0
+    bad_in_row: int = 0
+    sums: dict[str, float | Tensor] = field(default_factory=lambda: dict.fromkeys((*TERMS, "total"), 0.0))
+    choices: Tensor | None = None  # rrnn-gru: the tuple choices of the epoch's samples
+
+    def saved(self, seconds: float) -> dict[str, Any]:
+        """The plain-data form, with ``seconds`` spent so far."""
+        nats, correct, *sums = _host([self.nats, self.correct, *self.sums.values()])
+        return {"step": self.step, "seconds": seconds, "nats": nats, "correct": correct, "n": self.n,
+                "good": self.good, "skipped": self.skipped, "bad_in_row": self.bad_in_row,
+                "sums": dict(zip(self.sums, sums)), "choices": self.choices}
+
+    @staticmethod
+    def of(saved: dict[str, Any] | None, choices: Tensor | None) -> "_Epoch":
+        """A new epoch (``saved`` None, with the empty ``choices``), or one resumed."""
+        if saved is None:
+            return _Epoch(choices=choices)
+        restored = saved["choices"]
+        return _Epoch(**{**saved, "choices": None if restored is None else restored.to(choices.device)})
+
+
 def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
                  optimizer: torch.optim.Optimizer, loss_fn: RRNNLoss, targets, dist: Distributed,
-                 log: Log) -> dict[str, Any]:
+                 log: Log, resumed: dict[str, Any] | None = None,
+                 save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Train epoch ``state.epoch + 1`` (from the step of the mid-epoch checkpoint ``resumed``,
+    when given) and return its record. ``save`` receives the :class:`_Epoch` state every
+    ``config.checkpoint_minutes`` (single process only)."""
     epoch = state.epoch + 1
     phase = _phase(config, epoch)
     _set_phase(model, phase)
@@ -427,55 +463,57 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     parts, factors = zip(*_shares(order, config.batch_size, dist))
     params = list(model.parameters())
     clip = config.clip if config.clip > 0 else math.inf
-    sums = {"task": 0.0, "td": 0.0, "margin": 0.0, "l2": 0.0, "total": 0.0}
-    nats = correct = n = good = bad_in_row = skipped = 0
     choices = None
     if model.model_name == "rrnn-gru":
         shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
         choices = torch.full(shape, -1, dtype=torch.int16, device=_device_of(model))
+    ep = _Epoch.of(resumed, choices)
+    start, saved_at = time.perf_counter() - ep.seconds, time.perf_counter()
+    every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
     bar = progress(len(parts), f"epoch {epoch}", dist.writes)
-    batches = _batches(dataset.train, parts, _device_of(model))
-    for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors), 1):
+    bar.update(ep.step)
+    batches = _batches(dataset.train, parts[ep.step:], _device_of(model))
+    for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors[ep.step:]), ep.step + 1):
         model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
         out = objective(tokens, gold, factor)
-        if choices is not None and factor:
-            choices[index] = out.choices.to(choices.dtype)
+        if ep.choices is not None and factor:
+            ep.choices[index] = out.choices.to(ep.choices.dtype)
         optimizer.zero_grad(set_to_none=True)
         out.loss.backward()  # every rank: a non-finite loss gives non-finite gradients (DDP averages them)
         norm = torch.nn.utils.clip_grad_norm_(params, clip)
         # jointly, every rank or none updates; the step's one read from the device
         finite = dist.all(torch.isfinite(out.loss) & torch.isfinite(norm))
         bar.update()
+        ep.step = step
         if not finite:
-            skipped, bad_in_row = skipped + 1, bad_in_row + 1
+            ep.skipped, ep.bad_in_row = ep.skipped + 1, ep.bad_in_row + 1
             value = float(out.terms.total.detach())
             where = f" on rank 0 of {dist.world_size}" if dist.active else ""
             log(f"epoch {epoch}, step {step}: non-finite loss or gradient ({value}{where}); "
-                f"step skipped ({bad_in_row} in a row)")
-            if bad_in_row >= config.max_bad_steps:
+                f"step skipped ({ep.bad_in_row} in a row)")
+            if ep.bad_in_row >= config.max_bad_steps:
                 bar.close()
                 raise TrainingStopped(
-                    f"training stopped at epoch {epoch}, step {step}: {bad_in_row} non-finite losses "
+                    f"training stopped at epoch {epoch}, step {step}: {ep.bad_in_row} non-finite losses "
                     f"in a row (max_bad_steps={config.max_bad_steps}); the last good checkpoint "
                     f"(epoch {state.epoch}) is intact")
             continue
         optimizer.step()
-        good, bad_in_row = good + 1, 0
-        if not factor:  # a stand-in sample (_shares)
-            continue
-        nats, correct, n = nats + out.ce * out.count, correct + out.right, n + out.count
-        for key in sums:  # on the device, read once after the epoch
-            value = out.terms.total.detach() if key == "total" else getattr(out.terms, key)
-            if value is not None:
-                sums[key] = sums[key] + factor * value.double()
-        if not bar.disable:  # the running means are read from the device only when shown
-            total, shown_nats, shown_correct = _host([sums["total"], nats, correct])
-            bar.set_postfix(loss=f"{total / good:.4f}",
-                            **{dataset.metric: f"{_metric(dataset, shown_nats / n, shown_correct, n):.4f}"})
+        ep.good, ep.bad_in_row = ep.good + 1, 0
+        if factor:  # not a stand-in sample (_shares)
+            _accumulate(ep, out, factor)
+        if not bar.disable and ep.n:  # the running means are read from the device only when shown
+            total, shown_nats, shown_correct = _host([ep.sums["total"], ep.nats, ep.correct])
+            bar.set_postfix(loss=f"{total / ep.good:.4f}",
+                            **{dataset.metric: f"{_metric(dataset, shown_nats / ep.n, shown_correct, ep.n):.4f}"})
+        if time.perf_counter() - saved_at >= every and step < len(parts):
+            save(ep.saved(time.perf_counter() - start))
+            saved_at = time.perf_counter()
     bar.close()
     # over the ranks: the factors make sum / world_size each global batch's mean (share())
-    nats, correct, n, *totals = dist.sum(_host([nats, correct, n, *sums.values()]))
-    sums = {key: total / dist.world_size for key, total in zip(sums, totals)}
+    nats, correct, n, *totals = dist.sum(_host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
+    sums = {key: total / dist.world_size for key, total in zip(ep.sums, totals)}
+    good, skipped, choices = ep.good, ep.skipped, ep.choices
     record: dict[str, Any] = {
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
         "phase": phase, "bad_steps": skipped,
@@ -495,9 +533,22 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
     return record
 
 
-def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _State) -> dict[str, Any]:
+def _accumulate(ep: _Epoch, out: _Step, factor: float) -> None:
+    """Add a step's metrics and weighted loss terms (on the device) to the epoch's sums."""
+    ep.nats, ep.correct, ep.n = ep.nats + out.ce * out.count, ep.correct + out.right, ep.n + out.count
+    for key in ep.sums:
+        value = out.terms.total.detach() if key == "total" else getattr(out.terms, key)
+        if value is not None:
+            ep.sums[key] = ep.sums[key] + factor * value.double()
+
+
+def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _State,
+                epoch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``last.pt``: after ``state.epoch`` finished epochs and, within the next one, the
+    :meth:`_Epoch.saved` state ``epoch`` (None at an epoch's end)."""
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": state.epoch,
-            "rng": _rng_state(_device_of(model)), "early": state.early(), "choices": state.choices}
+            "rng": _rng_state(_device_of(model)), "early": state.early(), "choices": state.choices,
+            "within_epoch": epoch}
 
 
 def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> _State:
@@ -598,23 +649,29 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
     loss_fn = _loss(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    state = _State()
+    state, within = _State(), None
     last = run.checkpoints / "last.pt"
     if resume and run.has_checkpoint():
-        state = _restore(model, optimizer, load_latest(last, log, map_location="cpu"))
-        log(f"resuming {out_dir} after epoch {state.epoch}")
+        ckpt = load_latest(last, log, map_location="cpu")
+        state, within = _restore(model, optimizer, ckpt), ckpt.get("within_epoch")
+        where = f", step {within['step']} of epoch {state.epoch + 1}" if within else ""
+        log(f"resuming {out_dir} after epoch {state.epoch}{where}")
     board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
         run.truncate_metrics(state.epoch)
-        if state.epoch == 0 and model.structured:  # where the search starts: the untrained cells
+        if state.epoch == 0 and within is None and model.structured:  # the untrained cells
             model.set_tau(tau_at(config, 0.0))
             initial = structure_log(model, dataset, config, 0)
             write_json(run.path / "structures" / "epoch_000.json", initial)
             board.epoch({"epoch": 0}, initial)
     metric = dataset.metric
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
-        start = time.perf_counter()
-        record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log)
+        start = time.perf_counter() - (within["seconds"] if within else 0.0)
+        save = (lambda done: save_checkpoint(last, _checkpoint(model, optimizer, state, done))) \
+            if dist.writes else None
+        record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log,
+                              within, save)
+        within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
         record[f"val_{metric}"] = evaluate(model, dataset, "val", config, dist)[metric]
         state.epoch += 1

@@ -170,6 +170,9 @@ class TrainConfig:
                             at_least(0))
     log_structures: int = _key(64, "validation sequences whose discovered cells are logged per epoch "
                                "(structures/)", at_least(0))
+    checkpoint_minutes: float = _key(10.0, "also save checkpoints/last.pt within an epoch every this many "
+                                     "minutes, so that a killed run resumes from that step (0 = at the "
+                                     "end of each epoch only; single process only)", at_least(0))
     max_bad_steps: int = _key(5, "stop after this many non-finite losses in a row (each is skipped)",
                               at_least(1))
     logger: str = _key("none", "tensorboard: also write the per-epoch metrics, loss terms, N_e and "

@@ -125,3 +125,35 @@ def test_a_damaged_last_checkpoint_falls_back_and_resumes_exactly(tmp_path):
     drop = ("train_seconds",)
     assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in whole.items() if k not in drop}
     assert _strip(RunLog.load(tmp_path / "cut").metrics) == _strip(RunLog.load(tmp_path / "whole").metrics)
+
+
+class _Killed(Exception):
+    """Stands for a kill in the middle of an epoch."""
+
+
+@pytest.mark.parametrize("model", ["rrnn-gru", "rrnn"])
+def test_a_run_killed_within_an_epoch_resumes_from_its_last_step_exactly(tmp_path, monkeypatch, model):
+    """With ``checkpoint_minutes`` tiny, ``last.pt`` is saved after every step; a run stopped
+    during step 7 (epoch 2, step 3 of 4) resumes after step 2 of epoch 2, and its metrics, N_e
+    and final results equal an uninterrupted run's."""
+    settings = {**TINY, "model": model, "epochs": 3, "n_iterations": 3, "checkpoint_minutes": 1e-9}
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    train(TrainConfig(**settings), whole, log=lambda s: None)
+    calls = _nan_on(set(), monkeypatch)
+    real = torch_train.task_loss
+
+    def dies_at_step_7(logits, targets):
+        if logits.requires_grad and len(calls) == 6:
+            raise _Killed
+        return real(logits, targets)
+
+    monkeypatch.setattr(torch_train, "task_loss", dies_at_step_7)
+    with pytest.raises(_Killed):
+        train(TrainConfig(**settings), killed, log=lambda s: None)
+    assert load_checkpoint(killed / "checkpoints" / "last.pt")["within_epoch"]["step"] == 2
+    monkeypatch.setattr(torch_train, "task_loss", real)
+    logs: list[str] = []
+    train(TrainConfig(**settings), killed, resume=True, log=logs.append)
+    assert "resuming" in logs[0] and "step 2 of epoch 2" in logs[0]
+    assert _final_metrics(killed) == _final_metrics(whole)
+    assert _strip(RunLog.load(killed).metrics) == _strip(RunLog.load(whole).metrics)
