@@ -12,13 +12,16 @@ are looked up here. Each entry carries
   vanishing-gradient theorem), and for operations whether they are commutative, which
   defines the isomorphism class ``Iso(T)`` (paper, Sec. 3.1).
 
-Users extend the sets with :func:`register_activation` and :func:`register_op`.
+Users extend the sets with :func:`register_activation` and :func:`register_op`; inside a
+``with scoped():`` block (or a function decorated ``@scoped()``) the registrations last until
+the block ends.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import sympy
@@ -31,6 +34,7 @@ __all__ = [
     "Op",
     "register_activation",
     "register_op",
+    "scoped",
     "activation",
     "op",
     "activation_names",
@@ -96,6 +100,19 @@ def register_op(entry: Op, *, replace: bool = False) -> Op:
         raise CellGraphError(f"operation {entry.name!r} is already registered")
     _OPS[entry.name] = entry
     return entry
+
+
+@contextmanager
+def scoped() -> Iterator[None]:
+    """A block (or, as ``@scoped()``, a function) whose registrations are undone at its end:
+    ``U`` and ``O`` are restored to what they were when it began."""
+    saved = dict(_ACTIVATIONS), dict(_OPS)
+    try:
+        yield
+    finally:
+        for table, before in zip((_ACTIVATIONS, _OPS), saved):
+            table.clear()
+            table.update(before)
 
 
 def activation(name: str) -> Activation:

@@ -223,6 +223,7 @@ def _search_cells(rng: np.random.Generator, n_cells: int, T: int) -> tuple[int, 
 
 
 @timed
+@registry.scoped()  # the slope_* activations it registers last for the check only
 def check(seed: int = 0, n_shapes: int = 60, n_search_cells: int = 3, T: int = 50) -> Result:
     """Literal: the caterpillar over ``T`` steps. Corrected: ``n_shapes`` random shapes and
     ``n_search_cells`` Algorithm 2 cells (``T`` steps each, end-to-end Jacobians)."""

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("torch", reason="the proofs measure Jacobians with torch.autograd")
 
 from cellgraph import CellGraphError, Node, target  # noqa: E402
+from cellgraph import registry  # noqa: E402
 from cellgraph.cli import main  # noqa: E402
 from cellgraph.expr import h, x  # noqa: E402
 from cellgraph.proofs import (  # noqa: E402
@@ -146,7 +147,9 @@ def test_vanishing_holds_with_exact_jacobians():
 
 
 def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds():
+    before = registry.activation_names()
     result = exploding.check(seed=0, n_shapes=8, n_search_cells=1, T=30)
+    assert registry.activation_names() == before  # its slope_* activations were scoped
     assert_erratum_reproduced(result)
     assert 1.34 < result.evidence["counterexample_jacobian"] < 1.37
     assert math.isclose(result.evidence["counterexample_rate"], result.evidence["counterexample_jacobian"],
@@ -168,10 +171,11 @@ def test_thresholds_and_trees_from_depths():
 def test_fixed_point_params_make_ones_a_fixed_point():
     from cellgraph.backends.numpy_backend import evaluate
 
-    act, s = exploding.slope_activation(0.5)
-    root = exploding.caterpillar(5, act)
-    params = exploding.fixed_point_params(3, 0.4, s)
-    assert np.allclose(evaluate(root, {h: np.ones(3)}, params)[root], 1.0, atol=1e-15)
+    with registry.scoped():
+        act, s = exploding.slope_activation(0.5)
+        root = exploding.caterpillar(5, act)
+        params = exploding.fixed_point_params(3, 0.4, s)
+        assert np.allclose(evaluate(root, {h: np.ones(3)}, params)[root], 1.0, atol=1e-15)
 
 
 # --- report and CLI -----------------------------------------------------------------------

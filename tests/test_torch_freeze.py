@@ -110,10 +110,10 @@ def test_contract_errors_name_the_problem():
         cell(torch.randn(2, P))
 
 
+@cellgraph.registry.scoped()
 def test_torch_forms_of_user_activations():
     name = "softsign_torch_test"
-    if name not in cellgraph.registry.activation_names():
-        register_activation(Activation(name, lambda v: v, {"numpy": lambda z: z / (1 + abs(z))}))
+    register_activation(Activation(name, lambda v: v, {"numpy": lambda z: z / (1 + abs(z))}))
     with pytest.raises(CellGraphError, match=f"activation '{name}' has no torch form"):
         torch_ops.activation(name)
     register_activation(Activation(name, lambda v: v, {"numpy": lambda z: z / (1 + abs(z)),
@@ -121,6 +121,15 @@ def test_torch_forms_of_user_activations():
     cell = freeze(CellGraph(Node("add", name, 0, x, zero)), hidden_size=P)
     out = cell(torch.randn(2, P))
     assert out.abs().max() < 1
+
+
+def test_registrations_in_a_scope_end_with_it():
+    before = cellgraph.registry.activation_names()
+    test_torch_forms_of_user_activations()
+    test_torch_forms_of_user_activations()  # twice in one process: the name is free again
+    assert cellgraph.registry.activation_names() == before
+    with pytest.raises(CellGraphError, match="unknown activation 'softsign_torch_test'"):
+        cellgraph.registry.activation("softsign_torch_test")
 
 
 
