@@ -63,9 +63,11 @@ class Tree:
                     f"children of {expr} do not match its left/right operands under edges {edges}"
                 )
         if vector is not None:
-            vector = np.asarray(vector, dtype=np.float64)
+            if not (isinstance(vector, np.ndarray) and vector.dtype == np.float64 and not vector.flags.writeable):
+                vector = np.array(vector, dtype=np.float64)  # a copy: the caller's array may change
             if vector.ndim != 1:
                 raise CellGraphError(f"vector at {expr} must be 1-d, got shape {vector.shape}")
+            vector.flags.writeable = False
         object.__setattr__(self, "expr", expr)
         object.__setattr__(self, "children", tuple(children))
         object.__setattr__(self, "edges", edges)

@@ -221,9 +221,11 @@ def test_iso_class_equals_brute_force(t):
     assert len({position_key(m) for m in members}) == len(members)
     code = canonical(t)
     vector = {s.expr: s.vector for s in t.subtrees()}
+    shared = {id(s.vector) for s in t.subtrees()}
     for m in members:
         assert canonical(m) == code
-        assert all(s.vector is vector[s.expr] for s in m.subtrees())
+        assert all(id(s.vector) in shared for s in m.subtrees())  # t's read-only arrays, not copies
+        assert all(np.array_equal(s.vector, vector[s.expr]) for s in m.subtrees())
 
 
 def test_gru_iso_class():

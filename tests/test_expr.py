@@ -65,6 +65,18 @@ def test_tree_swap_keeps_edges_with_children():
         Tree(x, (t, t))
 
 
+def test_tree_vectors_are_read_only_copies():
+    import numpy as np
+
+    v = np.array([1.0, 2.0])
+    t = Tree(x, (), (), v)
+    v[0] = 5.0  # the caller's array changes; the tree's does not
+    assert t.vector[0] == 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        t.vector[0] = 3.0
+    assert Tree(x, (), (), t.vector).vector is t.vector  # a read-only vector is shared, not copied
+
+
 def test_networkx_round_trip_and_validation():
     g = CellGraph(Node("mul", "identity", 0, Node("add", "tanh", 1, x, h), h))
     back = CellGraph.from_networkx(g.to_networkx())
