@@ -1,4 +1,5 @@
-"""Float64 numpy evaluation of cell graphs (paper, Sec. 3.1; SPEC §1).
+"""Float64 numpy evaluation of cell graphs (paper, Sec. 3.1; docs/paper-notes.md,
+*Objects: leaves, nodes, tuples*).
 
 Every generated node computes
 

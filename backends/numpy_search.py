@@ -1,7 +1,7 @@
 """Algorithm 2 (construction of the computational tree of the ``t``-th cell), written
 literally in float64 numpy for one sample: the reference every faster search must match
-(paper, Sec. 3.2 and Appendix "Extensions of RRNN model"; SPEC §2; the exact rules are
-those of :mod:`cellgraph.algorithm2`).
+(paper, Sec. 3.2 and Appendix "Extensions of RRNN model"; the exact rules are those of
+:mod:`cellgraph.algorithm2`, docs/paper-notes.md, *Algorithm 2: exact semantics*).
 
     P_0 = {}
     for k = 1 .. N_bar:
@@ -79,7 +79,7 @@ class SearchResult:
 
     def margin(self, M: float) -> np.ndarray:
         """``(N,)`` margin terms ``m(N_k) = -(1/M) min(M, alpha(c_k*) - alpha(c_k**))``
-        (paper Sec. 3.3, SPEC §4); an iteration without a second candidate gives ``-1``."""
+        (paper Sec. 3.3); an iteration without a second candidate gives ``-1``."""
         if not M > 0:
             raise CellGraphError(f"margin: M must be > 0, got {M}")
         gap = np.where(np.isnan(self.second_scores), np.inf, self.scores - self.second_scores)

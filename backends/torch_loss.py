@@ -1,5 +1,6 @@
 r"""The loss of Eq. 5 in torch: batched tree distance over per-sample cells, score margin, L2
-(paper, Eq. 5, Sec. 3.3 and Appendix "Extensions of RRNN model"; SPEC §4 and §5).
+(paper, Eq. 5, Sec. 3.3 and Appendix "Extensions of RRNN model"; docs/paper-notes.md,
+*Eq. 5's reduction* and *Tree distances: VD, TD and Iso*).
 
 .. math::
     L(\Phi) = E_{(X, Y)} \sum_t \Big\{ \lambda_{task} l(y_t, q_t)
@@ -10,7 +11,7 @@ Every per-step term, the task loss included, is summed over the steps of a sampl
 expectation is the batch mean of those sums; the L2 penalty is added once. (Eq. 5 names the
 weights ``lambda_1..lambda_4`` in the order task, TD, margin, L2; they are named here by what
 they weigh, since the paper's Appendix lists its values in another order:
-``docs/paper-notes.md``.)
+docs/paper-notes.md, *Loss weights*.)
 
 Tree distance, batched. Every sample ``b`` has its own predicted DAG (a
 :class:`~cellgraph.backends.torch_trace.SearchTrace` row: children ``left/right (B, N)``,

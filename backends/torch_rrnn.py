@@ -1,4 +1,5 @@
-"""RRNN, RRNN-GRU and baseline recurrent modules (paper, Sec. 3 and Sec. 5; SPEC §3, §6).
+"""RRNN, RRNN-GRU and baseline recurrent modules (paper, Sec. 3 and Sec. 5; docs/paper-notes.md,
+*Scoring, choice modes and the margin* and *RRNN-GRU: where the weights go*).
 
 Shaped like ``torch/nn/modules/rnn.py``: a cell (one time step) and a sequence module that
 runs it over ``(T, B, p)`` inputs (``batch_first`` gives ``(B, T, p)``). The input size is

@@ -1,5 +1,6 @@
 """Batched Algorithm 2 in torch: every sample of a batch builds its own cell (paper,
-Algorithm 2 and Sec. 3.2; SPEC §2-§3; the rules of :mod:`cellgraph.algorithm2`).
+Algorithm 2 and Sec. 3.2; the rules of :mod:`cellgraph.algorithm2`; docs/paper-notes.md,
+*Algorithm 2: exact semantics* and *Scoring, choice modes and the margin*).
 
 For a batch of ``B`` samples with leaf vectors ``(B, n_leaves, p)`` the search runs
 ``N_bar`` iterations; iteration ``k`` scores the candidates
@@ -12,7 +13,7 @@ the only Python loop runs over the iterations ``k``.
 
 Work saved, results unchanged:
 
-* incremental candidates (SPEC §2): iteration ``k >= 2`` builds only the pairs
+* incremental candidates: iteration ``k >= 2`` builds only the pairs
   ``(i, c_{k-1}*)``; the scores of older candidates are kept, and so are their vectors
   (one *block* per iteration, stored once, never re-concatenated);
 * every node is projected once: one matmul gives ``L_r c`` and ``R_r c`` for all ``r``
@@ -48,7 +49,7 @@ holds: a block stores ``zn``, and ``W_1 zn = (W_1 z - mean_z W_1 1) / sqrt(var_z
 again a sum of per-node projections for ``o = add``. Other affine activations are
 materialised.
 
-Choice modes (SPEC §3): ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
+Choice modes: ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
 vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
 recorded structure is the argmax) and ``straight-through`` (forward hard, backward soft).
 """

@@ -1,4 +1,5 @@
-"""Target providers: the vectors on the target tree of the TD term of Eq. 5 (SPEC §4, §9).
+"""Target providers: the vectors on the target tree of the TD term of Eq. 5
+(docs/paper-notes.md, *TD target vectors: self and teacher*).
 
 Both providers evaluate a target cell's DAG node by node,
 
@@ -85,7 +86,8 @@ def _as_target(spec: Target | str) -> Target:
 
 
 class SelfTargetProvider:
-    r"""Target vectors from the target tree evaluated with the model's own tuples (SPEC §4).
+    r"""Target vectors from the target tree evaluated with the model's own tuples
+    (docs/paper-notes.md, *TD target vectors: self and teacher*).
 
     For every run ``i`` of a (multi-state) target, the target graph of that run is evaluated
     on the leaves of the model's run ``i`` (``x_t``, the previous states, this step's earlier
@@ -141,7 +143,8 @@ class SelfTargetProvider:
 
 
 class TeacherTargetProvider:
-    r"""Target vectors from a trained GRU, laid on the ``gru_torch`` tree (SPEC §4, §9).
+    r"""Target vectors from a trained GRU, laid on the ``gru_torch`` tree
+    (docs/paper-notes.md, *TD target vectors: self and teacher*).
 
     .. math::
         r = \sigma(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}), \quad

@@ -1,5 +1,6 @@
 r"""The task model of the experiments and the target sources of its TD term (paper, Sec. 5 and
-Eq. 5; SPEC §4, §6, §8).
+Eq. 5; docs/paper-notes.md, *TD target vectors: self and teacher* and
+*Experiments: data protocol*).
 
 :class:`TaskModel` embeds tokens, runs a recurrent core over them and reads every step out:
 

@@ -6,9 +6,9 @@ second-best scores, the TD term reads the node vectors and the chosen children, 
 :meth:`SearchTrace.graph` turns the structure of one sample into a core
 :class:`~cellgraph.graph.CellGraph`.
 
-Node list of one sample (SPEC §2): the leaves in ``space.leaves`` order (``S_data``,
-``S_prev``, ``S_aux``), then the generated nodes ``c_1*, ..., c_N*``; the output ``h_t`` is the
-last one, index ``n_leaves + N - 1``.
+Node list of one sample (docs/paper-notes.md, *Algorithm 2: exact semantics*): the leaves in
+``space.leaves`` order (``S_data``, ``S_prev``, ``S_aux``), then the generated nodes
+``c_1*, ..., c_N*``; the output ``h_t`` is the last one, index ``n_leaves + N - 1``.
 """
 
 from __future__ import annotations

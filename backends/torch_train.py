@@ -1,5 +1,6 @@
 r"""Training, evaluation, structure logs and cell export of RRNN, RRNN-GRU and the GRU/LSTM
-baselines (paper, Sec. 5 and Appendix "Details of Experimental Study"; SPEC §4, §6, §8).
+baselines (paper, Sec. 5 and Appendix "Details of Experimental Study"; docs/paper-notes.md,
+*Eq. 5's reduction*, *RRNN-GRU: where the weights go* and *Experiments: data protocol*).
 
 :func:`train` minimises Eq. 5 with Adam,
 
@@ -30,7 +31,8 @@ whose loss or gradient norm is not finite is skipped (no update) and counted; af
 ``max_bad_steps`` in a row the run stops (:class:`TrainingStopped`), ``last.pt`` untouched.
 
 Evaluation (validation, test, structure logs, export) runs the search in
-``config.eval_mode`` (``hard`` by default: SPEC §3).
+``config.eval_mode`` (``hard`` by default:
+docs/paper-notes.md, *Scoring, choice modes and the margin*).
 """
 
 from __future__ import annotations

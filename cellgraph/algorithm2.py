@@ -1,4 +1,5 @@
-"""Backend-independent semantics of Algorithm 2 (paper, Sec. 3.2; SPEC §2).
+"""Backend-independent semantics of Algorithm 2 (paper, Sec. 3.2; docs/paper-notes.md,
+*Algorithm 2: exact semantics*).
 
 Every backend that runs the cell search must follow these rules, so that the float64
 numpy reference and the batched torch search choose exactly the same trees.
@@ -32,7 +33,7 @@ Output
     ``h_t = c_{N_bar}*``; the tree is the one rooted there (nodes of ``P`` not reachable
     from the root are not part of it).
 
-Incremental form (SPEC §2): scores of candidates built from old nodes do not change inside
+Incremental form: scores of candidates built from old nodes do not change inside
 one cell, so iteration ``k`` only builds the pairs ``(i, new)`` that involve ``c_{k-1}*``.
 """
 

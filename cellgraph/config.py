@@ -93,7 +93,7 @@ class TrainConfig:
     tree), ``lambda_margin`` (the scoring margin, with ``margin`` = M) and ``lambda_l2`` (the
     L2 penalty; for the GRU and LSTM baselines the paper's "l2 regularization coefficient").
     The paper's Appendix lists its values in its authors' code's slot order, not Eq. 5's:
-    ``docs/paper-notes.md`` ("Loss weights") gives the mapping the presets use.
+    docs/paper-notes.md, *Loss weights* gives the mapping the presets use.
     """
 
     task: str = _key("planted", "the data set (wiki, wiki5k: enwik8 cut to 10k or 5k sequences; "
@@ -209,7 +209,7 @@ def _preset(**kw: Any) -> dict[str, Any]:
 #: The paper's optimal hyper-parameters (Appendix "Hyperparameters"), by name. The Appendix's
 #: lambda_2, lambda_3, lambda_4 are its authors' code's slots (2 = margin, 3 = L2, 4 = TD), not
 #: Eq. 5's order: each RRNN preset below maps them by those slots (docs/paper-notes.md,
-#: "Loss weights"). The GRU presets' "l2 regularization coefficient" is lambda_l2.
+#: *Loss weights*). The GRU presets' "l2 regularization coefficient" is lambda_l2.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper-wiki5k-gru": _preset(task="wiki5k", model="gru", batch_size=18, lr=1.71e-3, lambda_l2=3.60e-7),
     # Appendix: lambda_1 = 1, lambda_2 = 1e-3, lambda_3 = 1e-3, lambda_4 = 1e-5; "batch normalization"

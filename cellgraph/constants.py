@@ -1,5 +1,5 @@
 """Vectors of the constant leaves ``S_aux`` (paper, Sec. 3.2: "auxiliary vectors such as the
-zero vector, etc."; SPEC §1).
+zero vector, etc."; docs/paper-notes.md, *Objects: leaves, nodes, tuples*).
 
 A constant leaf (role ``const``) is named
 

@@ -1,4 +1,5 @@
-"""Expression nodes of a cell: leaves and generated nodes (paper, Sec. 3.1-3.2; SPEC §1).
+"""Expression nodes of a cell: leaves and generated nodes (paper, Sec. 3.1-3.2;
+docs/paper-notes.md, *Objects: leaves, nodes, tuples*).
 
 A generated node holds ``c = u(o(L_r c_i, R_r c_j) + b_r)``: binary operation ``op``,
 activation ``act``, weight tuple index ``tuple`` (0-based into a :class:`~cellgraph.layout.Layout`),

@@ -1,5 +1,5 @@
-"""Pre-trained word vectors in GloVe's text format for a vocabulary (SPEC §8: "Embeddings:
-learned by default; 100-d GloVe from a file when given").
+"""Pre-trained word vectors in GloVe's text format for a vocabulary (paper, Sec. 5;
+learned embeddings are the default, docs/paper-notes.md, *Experiments: data protocol*).
 
 The format is one word per line followed by ``dim`` numbers, separated by single spaces
 (``the -0.038194 -0.24487 ...``). :func:`load_glove` streams the file (the full

@@ -1,5 +1,5 @@
 """Cell graphs: the DAG of one state, and multi-state cells (paper, Sec. 3.2 and Appendix
-"Extensions of RRNN model"; SPEC §1).
+"Extensions of RRNN model"; docs/paper-notes.md, *Objects: leaves, nodes, tuples*).
 
 * :class:`CellGraph` wraps the root :class:`~cellgraph.expr.Node` of one state (``h_t``,
   or ``c_t`` for an LSTM's first run). ``nodes()`` lists the DAG, ``unfold()`` gives the

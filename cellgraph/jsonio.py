@@ -1,6 +1,7 @@
 """JSON interchange of cell trees and DAGs, versioned (format described in ``docs/FORMAT.md``).
 
-Two document kinds, both version 1 (paper, Sec. 3.1-3.3; SPEC §1 "both views must exist"):
+Two document kinds, both version 1 (paper, Sec. 3.1-3.3; the DAG and the tree,
+docs/paper-notes.md, *Objects: leaves, nodes, tuples*):
 
 * ``cellgraph.tree``: the unfolded tree, nested. A leaf is ``{"leaf": "x", "vector": [...]}``
   (``"role"`` needed unless implied: ``x`` data, ``h``/``c`` prev, ``zero``/``one`` const),

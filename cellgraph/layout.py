@@ -1,7 +1,8 @@
 """Parameter layouts and search spaces (paper, Sec. 3.1-3.2 and Appendix "Expressibility").
 
 * :class:`TupleSpec` names one weight tuple ``(L_r, R_r, b_r)``; the identity tuple
-  ``(I, I, 0)`` is marked ``identity=True`` and is fixed, not trained (SPEC §4).
+  ``(I, I, 0)`` is marked ``identity=True`` and is fixed, not trained (docs/paper-notes.md,
+  *Objects: leaves, nodes, tuples*).
 * :class:`Layout` is the ordered list of tuples of a model: a node's ``tuple`` field is an
   index into it.
 * :class:`SearchSpace` is the input of one run of Algorithm 2: the tuple indices it may use

@@ -186,5 +186,6 @@ register_activation(
 
 register_op(Op("add", True, lambda a, b: a + b, {"numpy": np.add}, "+"))
 # HadamardProduct(a, b), not hadamard_product(a, b): the latter sorts the operands, and an
-# export must keep a discovered cell as built (SPEC §11); compare via symbolic.canonical.
+# export must keep a discovered cell as built; compare via symbolic.canonical
+# (docs/paper-notes.md, *Symbolic export and canonical forms*).
 register_op(Op("mul", True, lambda a, b: sympy.HadamardProduct(a, b), {"numpy": np.multiply}, "⊙"))

@@ -1,5 +1,5 @@
 """Symbolic export of cells to sympy and LaTeX (paper, Sec. 3.1 Eq. 1-4 and Appendix
-"Expressibility" Eq. LSTMeq1-5; SPEC §7 "Symbolic form" and §11).
+"Expressibility" Eq. LSTMeq1-5; docs/paper-notes.md, *Symbolic export and canonical forms*).
 
 Every generated node ``c = u(o(L_r c_i, R_r c_j) + b_r)`` becomes one equation between
 ``p x 1`` matrix expressions:

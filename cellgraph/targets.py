@@ -1,5 +1,5 @@
 """Symbolic target cells: GRU and LSTM as cell graphs (paper Eq. 1-4, Appendix
-"Expressibility"; SPEC §7 and erratum 2).
+"Expressibility"; docs/paper-notes.md, *Target cells: GRU and LSTM*).
 
 Each :class:`Target` carries its multi-state cell, the :class:`~cellgraph.layout.Layout`
 that says which weight tuple each node uses, and one :class:`~cellgraph.layout.SearchSpace`
@@ -11,9 +11,9 @@ node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
   ``S_aux = {0}``, tuples ``(W_r,W_r',b_r), (W_z,W_z',b_z), (W_h,W_h',b_h), (I,I,0)``.
 * ``gru_torch``: ``torch.nn.GRUCell`` (reset applied after the matrix, two biases):
   ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, 9 internal nodes, 5 tuples.
-* ``lstm``: the paper's LSTM equations, built as SPEC erratum 2 corrects it: run 1 makes
-  ``c_t`` (6 nodes), run 2 makes ``h_t = o_t * tanh(c_t)`` with its own tuple
-  ``(W_o, W_o', b_o)``, sigmoid and ``N_bar = 3``.
+* ``lstm``: the paper's LSTM equations, built as erratum 2 (docs/paper-notes.md, *Errata*)
+  corrects it: run 1 makes ``c_t`` (6 nodes), run 2 makes ``h_t = o_t * tanh(c_t)`` with its
+  own tuple ``(W_o, W_o', b_o)``, sigmoid and ``N_bar = 3``.
 * ``lstm_torch``: ``torch.nn.LSTMCell`` (the same graph; biases ``b_ih + b_hh``, gate rows
   in torch's order i, f, g, o).
 
@@ -165,8 +165,8 @@ TARGETS: dict[str, Callable[[], Target]] = {
     "gru_torch": _gru_torch,
     "lstm": lambda: _lstm(
         "lstm",
-        "The paper's LSTM (Eq. LSTMeq1-5) built as SPEC erratum 2 corrects it: run 2 has "
-        "(W_o, W_o', b_o), sigmoid and N=3.",
+        "The paper's LSTM (Eq. LSTMeq1-5) as docs/paper-notes.md, *Errata*, item 2 corrects it: "
+        "run 2 has (W_o, W_o', b_o), sigmoid and N=3.",
         torch_names=False,
     ),
     "lstm_torch": lambda: _lstm(

@@ -1,4 +1,5 @@
-"""The unfolded tree of a cell (paper, Sec. 3.1 and 3.3; SPEC §1 and §5).
+"""The unfolded tree of a cell (paper, Sec. 3.1 and 3.3; docs/paper-notes.md,
+*Objects: leaves, nodes, tuples* and *Tree distances: VD, TD and Iso*).
 
 A cell is a DAG (:class:`~cellgraph.expr.Expr`); the paper's tree ``T_t`` is that DAG
 unfolded from its root, every use of a shared node becoming its own position. A

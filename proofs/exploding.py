@@ -1,5 +1,5 @@
 """Theorem exploding, a necessary condition (paper, Sec. 4 thm:exploding, Appendix
-thm:explodingapp; SPEC §10 erratum 3).
+thm:explodingapp; docs/paper-notes.md, *Errata*, item 3).
 
     Let l_min = floor(log2(N + 1)) + 1. If gradients explode, at least one of these holds,
     with theta = (N + 1)^(-1 / (3 l_min)):
@@ -267,7 +267,7 @@ def check(seed: int = 0, n_shapes: int = 60, n_search_cells: int = 3, T: int = 5
         title="Theorem exploding (necessary condition, l_min = floor(log2(N+1)) + 1)",
         literal=literal,
         corrected=corrected,
-        erratum="SPEC §10.3",
+        erratum="erratum 3",
         evidence=evidence,
         counterexample=example,
     )

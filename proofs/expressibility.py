@@ -1,5 +1,6 @@
 """The scoring function of the expressibility theorems, built by construction (paper,
-Appendix "Proof of Theorem GRUapp and LSTMapp"; corrected Lemma 1, SPEC §10 erratum 1).
+Appendix "Proof of Theorem GRUapp and LSTMapp"; corrected Lemma 1, docs/paper-notes.md,
+*Errata*, item 1).
 
 The proof asks for one ``alpha`` under which Algorithm 2 picks the intended node ``c_k*`` at
 every iteration ``k``. Along the intended path the candidate sets are known: ``V^k`` is built

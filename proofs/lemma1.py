@@ -1,4 +1,5 @@
-"""Lemma 1 (paper, Appendix "Expressibility of RRNN", lemma:scoring; SPEC §10 erratum 1).
+"""Lemma 1 (paper, Appendix "Expressibility of RRNN", lemma:scoring; docs/paper-notes.md,
+*Errata*, item 1).
 
     Given n distinct vectors v_1, ..., v_n in R^p there is a scoring function alpha with
     alpha(v_1) > ... > alpha(v_n).
@@ -82,7 +83,7 @@ def paper_sigma0(vectors: np.ndarray) -> float:
 
 
 def corrected_sigma0(d_min: float, n: int) -> float:
-    """``sigma0`` with ``exp(-d_min^2 / (2 sigma0^2)) = 1 / (2 n (n + 1))`` (SPEC erratum 1)."""
+    """``sigma0`` with ``exp(-d_min^2 / (2 sigma0^2)) = 1 / (2 n (n + 1))`` (erratum 1)."""
     return d_min / math.sqrt(2.0 * math.log(2.0 * n * (n + 1)))
 
 
@@ -164,7 +165,7 @@ def check(seed: int = 0, n_sets: int = 1000) -> Result:
         title="Lemma 1 (a scoring function orders any n distinct vectors)",
         literal=literal,
         corrected=corrected,
-        erratum="SPEC §10.1",
+        erratum="erratum 1",
         evidence={
             "literal_failures": literal_fail,
             "sets": n_sets,

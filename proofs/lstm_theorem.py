@@ -1,4 +1,5 @@
-"""Theorem LSTM (paper, Sec. 4 thm:LSTM and Appendix thm:LSTMapp; SPEC §10 erratum 2).
+"""Theorem LSTM (paper, Sec. 4 thm:LSTM and Appendix thm:LSTMapp; docs/paper-notes.md,
+*Errata*, item 2).
 
     There is a scoring function alpha such that Algorithm 2, applied twice, generates
 
@@ -150,7 +151,7 @@ def check(seed: int = 0, n_draws: int = 50) -> Result:
         title="Theorem LSTM (Algorithm 2 applied twice generates the LSTM equations)",
         literal=literal,
         corrected=Outcome(paper.holds and torched.holds, f"{paper.summary}; {torched.summary}"),
-        erratum="SPEC §10.2",
+        erratum="erratum 2",
         evidence=evidence,
         counterexample=example,
     )

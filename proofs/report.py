@@ -4,13 +4,15 @@ paper, printed as one table (``cellgraph prove``) or written as JSON.
 A check *constructs* the object a statement talks about and measures it. Each result holds
 
 * ``literal``: the statement as the paper writes it, checked as written;
-* ``corrected``: the corrected statement (SPEC §10), or ``None`` where the paper is right;
-* ``erratum``: the SPEC §10 item the literal check must reproduce (``""`` where none);
+* ``corrected``: the corrected statement (docs/paper-notes.md, *Errata*), or ``None`` where the
+  paper is right;
+* ``erratum``: the item of *Errata* the literal check must reproduce (``"erratum 1"``; ``""``
+  where none);
 * ``evidence``: counts, worst errors and bounds measured by the check;
 * ``counterexample``: a printed counterexample to the literal statement, where it fails.
 
-A result is *ok* when the corrected statement holds and the literal check agrees with SPEC:
-it fails exactly where SPEC §10 lists an erratum.
+A result is *ok* when the corrected statement holds and the literal check agrees with *Errata*:
+it fails exactly where *Errata* lists an item.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        """Corrected statement holds, and the literal one fails iff SPEC §10 says it does."""
+        """Corrected statement holds, and the literal one fails iff *Errata* lists it."""
         corrected = self.corrected is None or self.corrected.holds
         return corrected and self.literal.holds == (not self.erratum)
 
@@ -125,7 +127,7 @@ def format_table(results: Iterable[Result]) -> str:
         summary.append(f"{r.name:<11} {r.literal.label:<8} {corrected:<11} {r.seconds:>7.1f}")
     total = sum(r.seconds for r in results)
     n_ok = sum(r.ok for r in results)
-    summary.append(f"{n_ok}/{len(results)} statements as SPEC expects, {total:.1f} s in all")
+    summary.append(f"{n_ok}/{len(results)} statements as expected, {total:.1f} s in all")
     examples = [
         f"-- counterexample to the literal statement [{r.name}]:\n{r.counterexample}"
         for r in results if r.counterexample

@@ -1,5 +1,5 @@
 """Theorem vanishing (paper, Sec. 4 thm:vanishing, Appendix thm:vanishingapp, Lemmas
-nodechild and length; SPEC §10 item 4: it holds).
+nodechild and length; it holds, docs/paper-notes.md, *Errata*).
 
     If ||L||, ||R|| <= C1 (vanishCond1), ||u'||_inf <= C2 (vanishCond2),
     ||do(L v1, R v2)/d(L v1)||, ||do/d(R v2)|| <= C3 (vanishCond3), ||dE_t/dh_t|| <= C4

@@ -1,4 +1,5 @@
-"""Canonical forms, isomorphism and Iso(T) (paper Sec. 3.1; SPEC §5, §11).
+"""Canonical forms, isomorphism and Iso(T) (paper Sec. 3.1; docs/paper-notes.md,
+*Tree distances: VD, TD and Iso*).
 
 References used here: networkx ``is_isomorphic`` on the labelled unfolded trees, and Iso(T)
 by brute force over all 2^k swap patterns of the k commutative positions.

@@ -1,5 +1,6 @@
-"""VD, TD and min-over-Iso TD (paper Sec. 3.3; SPEC §5) against brute-force references
-written straight from the paper's definitions."""
+"""VD, TD and min-over-Iso TD (paper Sec. 3.3; docs/paper-notes.md,
+*Tree distances: VD, TD and Iso*) against brute-force references written straight from the
+paper's definitions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzzing of every loader and of the CLI (issue 7, "Bad input").
+"""Fuzzing of every loader and of the CLI with bad input.
 
 Every file the project reads is fuzzed through its loader: cell documents
 (:mod:`cellgraph.jsonio`), config TOML, ``--set`` items and presets (:mod:`cellgraph.config`),

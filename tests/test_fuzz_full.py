@@ -1,4 +1,4 @@
-"""The full fuzz run of issue 7: 10,000 examples for every loader and for the CLI (the
+"""The full fuzz run: 10,000 examples for every loader and for the CLI (the
 fuzzers of ``tests/test_fuzz.py``, same rules: only clean ``CellGraphError``s naming the
 file, CLI exit codes 0/1/2 without a traceback, no example over the deadline or hung).
 

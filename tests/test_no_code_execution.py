@@ -1,4 +1,4 @@
-"""A tree, a config or any other input never runs code (issue 7): no ``eval``/``exec``, no
+"""A tree, a config or any other input never runs code: no ``eval``/``exec``, no
 ``sympify`` of strings, no pickle.
 
 The static check reads every module of the package (``cellgraph/``, ``backends/``,

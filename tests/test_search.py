@@ -1,4 +1,4 @@
-"""``cellgraph search`` (issue 7): random search with Optuna shared by several workers,
+"""``cellgraph search``: random search with Optuna shared by several workers,
 stale trials re-queued and resumed, failed trials recorded, ``--best --export``.
 
 The tests of the shared storage run on SQLite and on a real PostgreSQL server (the

@@ -1,4 +1,5 @@
-"""The sympy/LaTeX export equals the paper's equations (Eq. 1-4, LSTMeq1-5; SPEC §7, §11)."""
+"""The sympy/LaTeX export equals the paper's equations (Eq. 1-4, LSTMeq1-5; docs/paper-notes.md,
+*Symbolic export and canonical forms*)."""
 
 from __future__ import annotations
 

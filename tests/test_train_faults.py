@@ -1,4 +1,4 @@
-"""Faults of training runs (issue 7): kill and resume bit-exactly, non-finite losses, a
+"""Faults of training runs: kill and resume bit-exactly, non-finite losses, a
 damaged checkpoint."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Canonical forms of labelled cell trees (paper, Sec. 3.1 "Iso"; SPEC §5 and §11).
+"""Canonical forms of labelled cell trees (paper, Sec. 3.1 "Iso"; docs/paper-notes.md,
+*Tree distances: VD, TD and Iso*).
 
 Two unfolded trees are isomorphic when one is obtained from the other by swapping the two
 children of nodes whose op is commutative, *together with their edge matrices* (the moves
@@ -18,7 +19,7 @@ identity tuple (``L_r = R_r = I``) are dropped (``edge`` is ``None``): there whi
 takes ``L_r`` does not change the function, so ``mul(h, z)`` and ``mul(z, h)`` on the
 identity tuple become isomorphic.
 
-networkx's ``rooted_tree_isomorphism`` and ``to_nested_tuple`` ignore labels (SPEC §11),
+networkx's ``rooted_tree_isomorphism`` and ``to_nested_tuple`` ignore labels,
 hence this module. The code of a DAG node is computed once per distinct node (memoised
 over :meth:`~cellgraph.expr.Expr.walk`) and equals the code of its unfolded tree.
 """

@@ -1,4 +1,5 @@
-"""The paper's tree distances VD and TD (Sec. 3.3; SPEC §5), in float64.
+"""The paper's tree distances VD and TD (Sec. 3.3; docs/paper-notes.md,
+*Tree distances: VD, TD and Iso*), in float64.
 
 Heap labels ``I(T)`` number the internal positions (root 1, children ``2i``, ``2i+1``); the
 vector ``v_{i,T}`` sits on label ``i``. For trees whose internal positions carry vectors

@@ -1,5 +1,5 @@
 """The isomorphism class ``Iso(T)`` of an unfolded cell tree (paper, Sec. 3.1 and Eq. 5;
-SPEC §5).
+docs/paper-notes.md, *Tree distances: VD, TD and Iso*).
 
 ``Iso(T)`` holds every tree obtained from ``T`` by swapping the two children of positions
 whose op is commutative, together with their edge matrices (:meth:`Tree.swap`), each

@@ -1,6 +1,7 @@
 """``cellgraph prove [--only NAME] [--json] [--seed S]``: check the paper's theorems by
 construction (Lemma 1, Theorems GRU and LSTM, Lemma 2, the gradient theorems), with the
-errata of SPEC §10 reproduced and their corrections checked (see ``proofs/README.md``)."""
+errata (docs/paper-notes.md, *Errata*) reproduced and their corrections checked (see
+``proofs/README.md``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "prove",
         help="check the paper's theorems by construction, errata included",
         description="Constructs the objects each statement talks about and measures them: the "
-        "literal statement (with a counterexample where the paper is wrong, SPEC §10) and the "
-        "corrected one. Exit code 0 when every corrected statement holds and every listed "
-        "erratum is reproduced.",
+        "literal statement (with a counterexample where the paper is wrong, see "
+        "docs/paper-notes.md, *Errata*) and the corrected one. Exit code 0 when every corrected "
+        "statement holds and every listed erratum is reproduced.",
     )
     p.add_argument("--only", action="append", choices=tuple(STATEMENTS), metavar="NAME",
                    help=f"run only this statement (repeatable): {', '.join(STATEMENTS)}")
