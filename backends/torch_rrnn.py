@@ -31,7 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_device import no_autocast
-from cellgraph.backends.torch_search import MODES, SearchParams, prepare, search
+from cellgraph.backends.torch_search import MODES, CompiledBlock, SearchParams, prepare, search
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Role, h, x, zero
@@ -126,7 +126,7 @@ class RRNNCell(_TupleModule):
         spaces, layout: explicit search spaces (one per state) and their layout, instead of
             the sets above.
         compile: build and score the candidates with ``torch.compile`` (the first steps
-            compile; where compilation fails it warns once and runs eagerly).
+            compile; where compilation fails it warns once and this model runs eagerly).
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -161,6 +161,7 @@ class RRNNCell(_TupleModule):
         self._init_tuples(layout, hidden_size)
         self.spaces, self.states = tuple(spaces), states
         self.mode, self.tau, self.compile_search = _check_mode(mode), tau, compile
+        self.compiled = CompiledBlock() if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.candidate_norm = candidate_norm
 
@@ -183,7 +184,7 @@ class RRNNCell(_TupleModule):
         for i, (space, name) in enumerate(zip(self.spaces, self.states)):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
-            trace = search(params[i], leaves, self.mode, self.tau, name, self.compile_search)
+            trace = search(params[i], leaves, self.mode, self.tau, name, self.compiled)
             made[name] = trace.vectors[:, -1]
             traces.append(trace)
         new = tuple(made[s] for s in self.states)

@@ -38,7 +38,8 @@ equal candidates could escape the exclusion test, and the keys' error bound
 (:class:`_KeyRule`) is that of the working dtype.
 
 The block function (candidates and their scores) can run through ``torch.compile``
-(``search(..., compile=True)``); where compilation fails it warns once and runs eagerly.
+(``search(..., compiled=CompiledBlock())``); where compilation fails it warns once and runs
+eagerly.
 
 Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
 every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
@@ -75,7 +76,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.layout import SearchSpace
 from cellgraph.progress import note
 
-__all__ = ["MODES", "SearchParams", "prepare", "search"]
+__all__ = ["MODES", "CompiledBlock", "SearchParams", "prepare", "search"]
 
 MODES = ("hard", "soft", "straight-through")
 
@@ -333,48 +334,36 @@ def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
     return (v - mean) * rstd, mean, rstd
 
 
-_compiled: dict[str, Callable] = {}
+class CompiledBlock:
+    """:func:`_block` through ``torch.compile`` for one model, made at its first call. Where
+    compilation fails (at ``torch.compile`` or at a compiled call) it warns once and runs
+    eagerly from then on: this model only, not every model of the process. The backward graph
+    is compiled with the forward one (not lazily at the first backward pass), so that a
+    failure shows at the call, which is then redone eagerly."""
 
+    def __init__(self) -> None:
+        self._fn: Callable | None = None
+        self.fell_back = False
 
-def _compiled_block() -> Callable | None:
-    """``torch.compile(_block)``, made once; None (after one warning) where it fails."""
-    if "block" not in _compiled:
-        note("compiling the cell search with torch.compile (tens of seconds, once per process)...")
-        try:
-            _compiled["block"] = torch.compile(_block, dynamic=True)
-        except Exception as err:  # noqa: BLE001 - any failure means: run eagerly
-            _compile_failed(err)
-    return _compiled.get("block")
-
-
-def compile_fell_back() -> bool:
-    """Whether ``compile=True`` runs eagerly in this process (a compilation failed)."""
-    return "block" in _compiled and _compiled["block"] is None
-
-
-def _compile_failed(err: Exception) -> None:
-    _compiled["block"] = None
-    warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
-                  f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
-
-
-def _run_block(compile: bool, *args) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
-    """:func:`_block`, compiled where asked and possible. The backward graph is compiled with
-    the forward one (not lazily at the first backward pass), so that a failure shows here
-    and the call is redone eagerly."""
-    first = compile and "block" not in _compiled
-    fn = _compiled_block() if compile else None
-    if fn is not None:
+    def __call__(self, *args) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+        if self.fell_back:
+            return _block(*args)
+        first = self._fn is None
         start = time.perf_counter()
         try:
-            with functorch_config.patch(force_non_lazy_backward_lowering=True):
-                out = fn(*args)
             if first:
-                note(f"compiled the cell search in {time.perf_counter() - start:.0f} s")
-            return out
+                note("compiling the cell search with torch.compile (tens of seconds, once per model)...")
+                self._fn = torch.compile(_block, dynamic=True)
+            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+                out = self._fn(*args)
         except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
-            _compile_failed(err)
-    return _block(*args)
+            self.fell_back = True
+            warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
+                          f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+            return _block(*args)
+        if first:
+            note(f"compiled the cell search in {time.perf_counter() - start:.0f} s")
+        return out
 
 
 class _Block:
@@ -590,7 +579,7 @@ class _Projections:
 
 @no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
-           state: str = "h", compile: bool = False) -> SearchTrace:
+           state: str = "h", compiled: CompiledBlock | None = None) -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
     cast to it; autocast is off inside).
 
@@ -600,8 +589,9 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         mode: ``hard``, ``soft`` or ``straight-through``.
         tau: softmax temperature of the soft modes.
         state: the name of the state the run makes.
-        compile: build and score the candidates with ``torch.compile`` (falls back to eager
-            execution, with one warning, where compilation fails).
+        compiled: build and score the candidates through this model's
+            :class:`CompiledBlock` (``torch.compile``; eager, after one warning, where
+            compilation fails); None: eagerly.
 
     Returns:
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
@@ -636,8 +626,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     big = torch.iinfo(torch.int64).max
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
-        Z, Vn, scores, lo, hi = _run_block(
-            compile, params, rule, proj.gather("L", left), proj.gather("R", right),
+        Z, Vn, scores, lo, hi = (compiled or _block)(
+            params, rule, proj.gather("L", left), proj.gather("R", right),
             proj.gather("GL", left), proj.gather("GR", right),
         )
         cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, M, left, right, device))

@@ -8,17 +8,18 @@ import warnings
 import pytest
 import torch
 
-from cellgraph.backends import torch_search
 from cellgraph.backends.torch_rrnn import RRNN
 from cellgraph.backends.torch_task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.config import resolve_config
 
 
-def _run(mode: str, compile: bool, dtype=torch.float64):
-    """Output, scores, chosen tuples and all gradients of a tiny RRNN (fixed seed)."""
+def _run(mode: str, compile: bool, dtype=torch.float64, model: RRNN | None = None):
+    """Output, scores, chosen tuples and all gradients of a tiny RRNN (fixed seed), or of
+    ``model``, a copy of that one."""
     torch.manual_seed(0)
-    model = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile).to(dtype)
+    made = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile).to(dtype)
+    model = made if model is None else model
     x = torch.randn(3, 2, 5, dtype=dtype, requires_grad=True)
     output, _, traces = model(x)
     scores = torch.stack([t[0].best_score for t in traces])
@@ -33,21 +34,34 @@ def _fail(*args, **kwargs):
 
 @pytest.mark.parametrize("broken", ["torch.compile", "compiled call"])
 def test_compile_failure_warns_once_and_runs_eagerly(monkeypatch, broken):
-    monkeypatch.setattr(torch_search, "_compiled", {})
     monkeypatch.setattr(torch, "compile", _fail if broken == "torch.compile" else lambda fn, **kw: _fail)
     eager = {mode: _run(mode, False) for mode in ("hard", "soft")}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fallen = {mode: _run(mode, True) for mode in ("hard", "soft")}
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(messages) == 1 and "no compiler here" in messages[0] and "running eagerly" in messages[0]
+    assert len(messages) == 2  # once per model
+    assert all("no compiler here" in m and "running eagerly" in m for m in messages)
     for mode in eager:
         for a, b in zip(eager[mode], fallen[mode]):
             assert a is not None and torch.equal(a, b)
 
 
+def test_a_failure_switches_off_compilation_of_its_own_model_only(monkeypatch):
+    torch.manual_seed(0)
+    failing, other = (RRNN(5, 2, 3, scoring_hidden=4, compile=True).double() for _ in range(2))
+    monkeypatch.setattr(torch, "compile", _fail)
+    with pytest.warns(RuntimeWarning, match="running eagerly"):
+        _run("soft", True, model=failing)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # a compiler that works
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        _run("soft", True, model=other)
+        _run("soft", True, model=failing)  # stays eager, without a second warning
+    assert failing.cell.compiled.fell_back and not other.cell.compiled.fell_back
+
+
 def test_compile_bench_reports_the_fallback(monkeypatch):
-    monkeypatch.setattr(torch_search, "_compiled", {})
     monkeypatch.setattr(torch, "compile", _fail)
     with pytest.warns(RuntimeWarning, match="running eagerly"):
         result = compare_compile(p=4, batch=2, steps=2, n_iterations=2, scoring_hidden=3, repeat=1)
@@ -67,7 +81,6 @@ def test_the_config_key_reaches_the_search():
 def test_compiled_and_eager_agree(monkeypatch, mode):
     """Real compilation (tens of seconds on a 2-core machine): same trees, values and
     gradients within float32 rounding."""
-    monkeypatch.setattr(torch_search, "_compiled", {})
     eager = _run(mode, False, torch.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
@@ -81,11 +94,12 @@ def test_compiled_and_eager_agree(monkeypatch, mode):
 def test_compilation_is_announced_once(monkeypatch, capsys):
     """A line before the first compiled step (compilation is silent and long), one after it,
     none on later steps."""
-    monkeypatch.setattr(torch_search, "_compiled", {})
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # "compiles" at once
     monkeypatch.delenv("CELLGRAPH_NO_PROGRESS", raising=False)
-    _run("hard", True)
-    _run("hard", True)
+    torch.manual_seed(0)
+    model = RRNN(5, 2, 3, scoring_hidden=4, mode="hard", compile=True).double()
+    _run("hard", True, model=model)
+    _run("hard", True, model=model)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("compiling the cell search with torch.compile")
     assert lines[1].startswith("compiled the cell search in ")
