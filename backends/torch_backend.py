@@ -51,11 +51,12 @@ class TorchBackend:
 
         return str(resolve_device(name))
 
-    def train(self, config, out_dir, resume: bool = False, argv=None) -> dict[str, Any]:
-        """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch_train.train`)."""
+    def train(self, config, out_dir, resume: bool = False, argv=None, log=print) -> dict[str, Any]:
+        """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch_train.train`);
+        ``log`` receives the per-epoch summaries and warnings."""
         from cellgraph.backends.torch_train import train
 
-        return train(config, out_dir, resume=resume, argv=argv)
+        return train(config, out_dir, resume=resume, argv=argv, log=log)
 
     def load_run(self, path, checkpoint: str = "best", device: str | None = None):
         """A trained run folder (:func:`~cellgraph.backends.torch_run.load_run`) on ``device``."""

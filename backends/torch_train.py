@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -626,6 +627,24 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
     global batch this process trains and whether it writes the run folder and final.json
     (rank 0, which logs; the other ranks return ``{}``)."""
+    with _threads(config.num_threads):  # a search's next trial starts from the process's setting
+        return _train(config, out_dir, resume, argv, log, dist)
+
+
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's CPU threads set to ``n`` (0: left as they are) inside the block only."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[str] | None, log: Log,
+           dist: Distributed) -> dict[str, Any]:
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
@@ -634,8 +653,6 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     device = torch.device(dist.device) if dist.active else resolve_device(config.device)
     if dist.writes:
         RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
     _seed(config.seed)
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)

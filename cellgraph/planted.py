@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 
 from cellgraph.algorithm2 import EXCLUSION_TOL
-from cellgraph.backends.numpy_backend import evaluate, evaluate_cell
+from cellgraph.backend import backend
 from cellgraph.datasets import Dataset, Split
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node, Role
@@ -80,7 +80,7 @@ class Teacher:
         for t in range(steps):
             leaves = {Leaf(s, Role.PREV): v for s, v in prev.items()}
             leaves[self.data_leaf] = self.embedding[tokens[:, t]]
-            prev = evaluate_cell(self.cell, leaves, self.params)
+            prev = backend("numpy").evaluate_cell(self.cell, leaves, self.params)
             for s, v in prev.items():
                 out[s].append(v)
         return {s: np.stack(v, axis=1) for s, v in out.items()}
@@ -142,7 +142,7 @@ def random_cell(
     for _ in range(max_tries):
         root = _draw_cell(space, rng)
         if root is not None and required <= set(root.leaves()) and _distinct_and_varying(
-            evaluate(root, probe_leaves, probe_params)
+            backend("numpy").evaluate(root, probe_leaves, probe_params)
         ):
             return CellGraph(root, state)
     raise CellGraphError(

@@ -113,3 +113,4 @@ def test_multicell_current_leaves_must_be_made_earlier():
 def test_core_import_leaves_torch_unimported():
     code = "import cellgraph, cellgraph.targets, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+

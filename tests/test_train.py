@@ -297,3 +297,18 @@ def test_hard_search_warning_compares_with_soft_and_uniform():
     assert hard_search_warning({"metric": "accuracy", "val_accuracy_hard": 0.1, "val_accuracy_soft": 0.9}, 3) is None
     ppl = {"metric": "perplexity", "val_perplexity_hard": 600.0, "val_perplexity_soft": 500.0}
     assert hard_search_warning(ppl, 10000) is None
+
+
+def test_num_threads_holds_for_its_run_only(tmp_path):
+    """A search trains its trials one after the other in one process: a trial's num_threads
+    must not become the next one's."""
+    before = torch.get_num_threads()
+    seen = []
+    try:
+        torch.set_num_threads(2)
+        train(TrainConfig(**{**TINY, "model": "gru", "epochs": 1, "num_threads": 1}), tmp_path / "a",
+              log=lambda line: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {1}  # inside the run
+        assert torch.get_num_threads() == 2  # after it
+    finally:
+        torch.set_num_threads(before)

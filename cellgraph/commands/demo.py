@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cellgraph.demo import run_demo
+    from cellgraph.proofs.suite import statement
 
-    run_demo(args.out, seed=args.seed, quick=args.quick, device=args.device)
+    run_demo((statement("gru"), statement("lstm")), args.out, seed=args.seed, quick=args.quick,
+             device=args.device)
     return 0

@@ -1,0 +1,54 @@
+"""Imports go one way: the core (``cellgraph`` but its command line) imports neither torch nor
+the backends, the proofs, the benchmarks or the command line, not even inside a function;
+everything it needs from a backend it finds by name (:func:`cellgraph.backend.backend`)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cellgraph
+
+PACKAGE = Path(cellgraph.__file__).parent
+#: The command line: it may import every layer (a command runs the proofs or a trainer).
+COMMAND_LINE = ("commands", "cli.py", "__main__.py", "demo.py")
+#: What the core may not import.
+ABOVE = ("torch", "cellgraph.backends", "cellgraph.proofs", "cellgraph.benchmarks", "cellgraph.commands",
+         "cellgraph.cli", "cellgraph.demo")
+CORE = sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in COMMAND_LINE)
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import statement of a file, nested ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def test_the_core_is_every_module_but_the_command_line():
+    names = {p.relative_to(PACKAGE).as_posix() for p in CORE}
+    assert {"expr.py", "planted.py", "hpo.py", "algorithms/distance.py", "config.py"} <= names
+    assert not any(n.startswith("commands/") for n in names) and "demo.py" not in names
+
+
+@pytest.mark.parametrize("path", CORE, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_a_core_module_imports_nothing_above_it(path):
+    wrong = [f"line {line}: {name}" for line, name in imported(path)
+             if any(name == top or name.startswith(top + ".") for top in ABOVE)]
+    assert not wrong, f"{path.relative_to(PACKAGE)} imports " + ", ".join(wrong)
+
+
+def test_importing_every_core_module_leaves_torch_unimported():
+    modules = sorted({"cellgraph." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+                      for p in CORE})
+    code = f"import sys, {', '.join(modules)}; assert 'torch' not in sys.modules, 'torch was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
