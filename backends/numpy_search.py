@@ -57,6 +57,10 @@ class SearchResult:
         n_candidates: ``(N,)`` number of eligible candidates at iteration ``k`` (those of
             ``V_t^k``, counted with multiplicity, whose vector is not in ``P_{k-1}``).
         state: name of the state made (``"h"``, or ``"c"`` for an LSTM's first run).
+        trail: ``(n_leaves + N, p)`` the leaf vectors, then the vector each iteration added
+            to ``P`` (in soft mode the mixture, which :attr:`vectors` cannot hold apart when
+            the argmax repeats a node).
+        keys: ``(N,)`` the :func:`~cellgraph.algorithm2.candidate_key` of each ``c_k*``.
     """
 
     root: Expr
@@ -66,6 +70,8 @@ class SearchResult:
     second_scores: np.ndarray
     n_candidates: np.ndarray
     state: str = "h"
+    trail: np.ndarray | None = None
+    keys: tuple[tuple[int, int, int, int, int], ...] = ()
 
     @property
     def graph(self) -> CellGraph:
@@ -119,8 +125,15 @@ def search(
     exclusion_tol: float = EXCLUSION_TOL,
     state: str = "h",
     candidate_norm: str = "none",
+    mode: str = "hard",
+    tau: float = 1.0,
 ) -> SearchResult:
     """Run Algorithm 2 on one sample.
+
+    In ``soft`` mode (docs/paper-notes.md, *Scoring, choice modes and the margin*) the vector
+    added to ``P`` is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates,
+    not ``c_k*``'s; later candidates are built from it and checked against it. The recorded
+    structure, scores and second scores are those of the argmax ``c_k*``.
 
     Args:
         space: the sets ``L, R, B`` (``space.tuples``), ``U``, ``O``, the leaf groups and
@@ -133,7 +146,11 @@ def search(
         candidate_norm: ``none`` or ``sample`` (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`:
             every candidate normalised over its features before it is scored; ``batch``
             needs a batch, so the one-sample reference does not take it).
+        mode: ``hard`` (Algorithm 2) or ``soft`` (the mixture, above).
+        tau: the softmax temperature of ``soft`` mode.
     """
+    if mode not in ("hard", "soft"):
+        raise CellGraphError(f"search: mode {mode!r} is not one of hard, soft (the reference's modes)")
     if candidate_norm not in ("none", "sample"):
         raise CellGraphError(f"search: candidate_norm {candidate_norm!r} is not one of none, sample "
                              f"(the one-sample reference; {', '.join(CANDIDATE_NORMS)} exist)")
@@ -151,6 +168,7 @@ def search(
     scores: list[float] = []
     second_scores: list[float] = []
     counts: list[int] = []
+    keys: list[tuple[int, int, int, int, int]] = []
     for k in range(1, space.n_iterations + 1):
         generated = np.array(vectors[len(space.leaves):]).reshape(-1, p)  # P_{k-1}
         eligible: list[_Candidate] = []
@@ -176,8 +194,9 @@ def search(
         r_pos, o_pos, u_pos, i, j = best.key
         node = Node(space.ops[o_pos], space.activations[u_pos], space.tuples[r_pos], nodes[i], nodes[j])
         nodes.append(node)
-        vectors.append(best.vector)
+        vectors.append(best.vector if mode == "hard" else _mixture(eligible, tau))
         chosen.append(node)
+        keys.append(best.key)
         scores.append(best.score)
         second_scores.append(second)
         counts.append(len(eligible))
@@ -189,7 +208,16 @@ def search(
         second_scores=np.array(second_scores),
         n_candidates=np.array(counts),
         state=state,
+        trail=np.array(vectors),
+        keys=tuple(keys),
     )
+
+
+def _mixture(eligible: list[_Candidate], tau: float) -> np.ndarray:
+    """``sum_c softmax(alpha / tau)_c v_c`` over the eligible candidates."""
+    logits = np.array([c.score for c in eligible]) / tau
+    weights = np.exp(logits - logits.max())
+    return (weights[:, None] * np.array([c.vector for c in eligible])).sum(0) / weights.sum()
 
 
 def search_cell(

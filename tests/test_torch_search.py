@@ -98,6 +98,31 @@ def test_sample_normalised_search_matches_numpy_reference(device, seed, p, B, n_
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4),
+       tau=st.sampled_from([0.3, 1.0, 3.0]), norm=st.sampled_from(["none", "sample"]))
+def test_soft_search_matches_the_literal_numpy_mixture(device, seed, p, B, n_iterations, tau, norm):
+    """Soft mode, the one every RRNN trains with, against the literal float64 reference: each
+    iteration adds the softmax(alpha / tau) mixture of the candidates whose vectors are not in
+    P_{k-1}, later candidates are built from it; the argmax and the scores are recorded."""
+    space = _space(n_iterations)
+    params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
+    trace = _torch_search(space, params, alpha, leaf_values, "soft", tau=tau, norm=norm, device=device)
+    for b in range(B):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
+                        candidate_norm=norm, mode="soft", tau=tau)
+        np.testing.assert_allclose(trace.vectors[b].detach().numpy(), ref.trail, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
+        got = [(int(trace.tuple_pos[b, k]), int(trace.op_pos[b, k]), int(trace.act_pos[b, k]),
+                int(trace.left[b, k]), int(trace.right[b, k])) for k in range(n_iterations)]
+        assert got == list(ref.keys)
+        second = trace.second_score[b].detach().numpy()
+        np.testing.assert_array_equal(np.isneginf(second), np.isnan(ref.second_scores))
+        mask = ~np.isnan(ref.second_scores)
+        np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_batch_normalised_candidates_use_the_statistics_of_their_slot_over_the_batch(device):
     """candidate_norm='batch': the first chosen node of every sample is its candidate
     ``u(o(L_r c_i, R_r c_j) + b_r)`` normalised with the mean and variance of that candidate
