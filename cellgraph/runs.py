@@ -102,10 +102,13 @@ def read_json(path: str | Path) -> Any:
         raise CellGraphError(f"{path}: not valid JSON ({err})") from None
 
 
-def eval_name(split: str, mode: str | None = None) -> str:
-    """The run-folder file of ``cellgraph eval --split SPLIT [--mode MODE]``:
-    ``eval_<split>.json`` in the run's own ``eval_mode``, else ``eval_<split>_<mode>.json``."""
-    return f"eval_{split}.json" if mode is None else f"eval_{split}_{mode}.json"
+def eval_name(split: str, mode: str | None = None, checkpoint: str = "best") -> str:
+    """The run-folder file of ``cellgraph eval --split SPLIT [--mode MODE] [--checkpoint
+    last]``: ``eval_<split>.json`` in the run's own ``eval_mode``, else
+    ``eval_<split>_<mode>.json``; ``_last`` before ``.json`` for the last checkpoint, so that
+    it never overwrites the best one's."""
+    stem = f"eval_{split}" if mode is None else f"eval_{split}_{mode}"
+    return f"{stem}_last.json" if checkpoint == "last" else f"{stem}.json"
 
 
 def package_versions() -> dict[str, str]:

@@ -157,6 +157,15 @@ def test_eval_in_another_search_mode(runs, capsys):
     assert soft["nats"] != hard["nats"]
 
 
+def test_eval_of_the_last_checkpoint_keeps_the_best_ones_file(runs):
+    path, _ = runs["rrnn"]
+    assert main(["eval", str(path), "--split", "val", "--mode", "soft"]) == 0
+    best = (path / "eval_val_soft.json").read_text()
+    assert main(["eval", str(path), "--split", "val", "--mode", "soft", "--checkpoint", "last"]) == 0
+    assert (path / "eval_val_soft.json").read_text() == best
+    assert json.loads((path / "eval_val_soft_last.json").read_text())["checkpoint"] == "last"
+
+
 @pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "dot", "svg"])
 def test_export_every_format(runs, tmp_path, fmt):
     path, _ = runs["rrnn"]

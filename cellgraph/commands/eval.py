@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "eval",
         help="evaluate a run's checkpoint on the validation or test split",
         description="Evaluate the best (or last) checkpoint of a run on a split, searching cells "
-        "in the run's eval_mode; print the metric and write RUN_DIR/eval_<split>.json.",
+        "in the run's eval_mode; print the metric and write RUN_DIR/eval_<split>[_<mode>][_last].json.",
         epilog="example: cellgraph eval runs/p1 --split test",
     )
     p.add_argument("run", metavar="RUN_DIR")
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     result = evaluate_run(args.run, args.split, args.checkpoint, args.mode, args.device)
     key = f"{args.split}_{result['metric']}"
-    write_json(Path(args.run) / eval_name(args.split, args.mode), result)
+    write_json(Path(args.run) / eval_name(args.split, args.mode, args.checkpoint), result)
     print(f"{key} {result[key]:.6f} ({args.checkpoint} checkpoint, epoch {result['epoch']}, "
           f"{result['mode']} search, {result['n']} sequences)")
     return 0
