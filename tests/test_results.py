@@ -17,6 +17,7 @@ TABLES = [
     (["--by", "name", "--terms"], ["slice-gru-s?", "slice-flex-s?", "slice-gates-s?", "slice-noaux-s?"]),
     (["--by", "name"], ["slice-noauxanneal-s?", "slice-noauxanneal01-s?", "slice-flexid-s?"]),
     (["--by", "name"], ["planted-rrnn-s?"]),
+    (["--by", "name"], ["w5k01-rrnn-s?"]),
 ]
 
 
