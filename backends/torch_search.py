@@ -296,21 +296,19 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
         h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
         scores.append((h1 @ w.w2).view(B, -1))
     if plan.affine:
-        per_op, stored = [], []
-        for z, additive in zip(zs, plan.additive):  # t = W1 z (B, n_r, P, H), of zn if normed
-            if normed:
-                z, mean, rstd = _normalized(z, w.norm)
+        if normed:  # the affine candidates are a zn: the block keeps zn (statistics per slot)
+            Z, mean, rstd = _normalized(Z, w.norm)
+        per_op = []
+        for o, additive in enumerate(plan.additive):  # t = W1 z (B, n_r, P, H), of zn if normed
             if additive:
                 t = GL + (GR + w.W1_bias)
                 if normed:
-                    t = (t - mean * w.W1_sum) * rstd
+                    t = (t - mean[:, o] * w.W1_sum) * rstd[:, o]
             else:
+                z = Z[:, o] if normed else zs[o]
                 t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
-            stored.append(z)
             per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
-        if normed:  # the affine candidates are a zn: the block keeps zn
-            Z = torch.stack(stored, 1)
     keys, mags, g = [], [], rule.g
     if Vn is not None:
         V = Vn.detach()
