@@ -423,7 +423,6 @@ class _Epoch:
     what a mid-epoch checkpoint saves (:meth:`saved`) and a resumed run continues from."""
 
     step: int = 0  # the steps done
-    seconds: float = 0.0  # the time spent before a resume
     nats: float | Tensor = 0.0
     correct: float | Tensor = 0.0
     n: int = 0
@@ -442,20 +441,23 @@ class _Epoch:
 
     @staticmethod
     def of(saved: dict[str, Any] | None, choices: Tensor | None) -> "_Epoch":
-        """A new epoch (``saved`` None, with the empty ``choices``), or one resumed."""
+        """A new epoch (``saved`` None, with the empty ``choices``), or one resumed (its
+        ``seconds`` are the caller's)."""
         if saved is None:
             return _Epoch(choices=choices)
         restored = saved["choices"]
-        return _Epoch(**{**saved, "choices": None if restored is None else restored.to(choices.device)})
+        fields = {k: v for k, v in saved.items() if k != "seconds"}
+        return _Epoch(**{**fields, "choices": None if restored is None else restored.to(choices.device)})
 
 
 def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
                  optimizer: torch.optim.Optimizer, loss_fn: RRNNLoss, targets, dist: Distributed,
-                 log: Log, resumed: dict[str, Any] | None = None,
+                 log: Log, started: float, resumed: dict[str, Any] | None = None,
                  save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train epoch ``state.epoch + 1`` (from the step of the mid-epoch checkpoint ``resumed``,
-    when given) and return its record. ``save`` receives the :class:`_Epoch` state every
-    ``config.checkpoint_minutes`` (single process only)."""
+    when given) and return its record. ``started``: the ``time.perf_counter()`` the epoch
+    counts from (earlier by the time a resumed epoch had already taken). ``save`` receives
+    the :class:`_Epoch` state every ``config.checkpoint_minutes`` (single process only)."""
     epoch = state.epoch + 1
     phase = _phase(config, epoch)
     _set_phase(model, phase)
@@ -471,7 +473,7 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
         shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
         choices = torch.full(shape, -1, dtype=torch.int16, device=_device_of(model))
     ep = _Epoch.of(resumed, choices)
-    start, saved_at = time.perf_counter() - ep.seconds, time.perf_counter()
+    saved_at = time.perf_counter()
     every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
     bar = progress(len(parts), f"epoch {epoch}", dist.writes)
     bar.update(ep.step)
@@ -510,29 +512,28 @@ def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state:
             bar.set_postfix(loss=f"{total / ep.good:.4f}",
                             **{dataset.metric: f"{_metric(dataset, shown_nats / ep.n, shown_correct, ep.n):.4f}"})
         if time.perf_counter() - saved_at >= every and step < len(parts):
-            save(ep.saved(time.perf_counter() - start))
+            save(ep.saved(time.perf_counter() - started))
             saved_at = time.perf_counter()
     bar.close()
     # over the ranks: the factors make sum / world_size each global batch's mean (share())
     nats, correct, n, *totals = dist.sum(_host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
     sums = {key: total / dist.world_size for key, total in zip(ep.sums, totals)}
-    good, skipped, choices = ep.good, ep.skipped, ep.choices
     record: dict[str, Any] = {
         "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
-        "phase": phase, "bad_steps": skipped,
+        "phase": phase, "bad_steps": ep.skipped,
     }
     tau = tau_at(config, epoch / config.epochs)
     if model.structured and config.tau_end:
         record["tau"] = tau
     model.set_tau(tau)  # evaluation: the temperature reached
     for key in TERMS:  # the weighted terms of Eq. 5, each the epoch mean over its steps
-        record[f"loss_{key}"] = sums[key] / good if good and loss_fn.weights[key] else None
-    record["loss_total"] = sums["total"] / good if good else None
-    if choices is not None:
-        choices = dist.max(choices)  # each rank filled its own samples' rows, -1 elsewhere
+        record[f"loss_{key}"] = sums[key] / ep.good if ep.good and loss_fn.weights[key] else None
+    record["loss_total"] = sums["total"] / ep.good if ep.good else None
+    if ep.choices is not None:
+        choices = dist.max(ep.choices)  # each rank filled its own samples' rows, -1 elsewhere
         record["n_e"] = None if state.choices is None else int((choices != state.choices).sum())
         state.choices = choices
-    state.bad_steps += skipped
+    state.bad_steps += ep.skipped
     return record
 
 
@@ -689,7 +690,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         save = (lambda done: save_checkpoint(last, _checkpoint(model, optimizer, state, done))) \
             if dist.writes else None
         record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log,
-                              within, save)
+                              start, within, save)
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
         record[f"val_{metric}"] = evaluate(model, dataset, "val", config, dist)[metric]

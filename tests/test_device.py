@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -250,7 +251,8 @@ def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]])
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
         with count() as events:
             torch_train._train_epoch(net, dataset, config, torch_train._State(), optimizer,
-                                     torch_train._loss(config), targets, Distributed(), print)
+                                     torch_train._loss(config), targets, Distributed(), print,
+                                     time.perf_counter())
         recorded[steps] = list(events)
     return (len(recorded[5]) - len(recorded[2])) / 3, recorded[5]
 
