@@ -51,12 +51,29 @@ class TorchBackend:
 
         return str(resolve_device(name))
 
-    def train(self, config, out_dir, resume: bool = False, argv=None, log=print) -> dict[str, Any]:
+    def train(self, config, out_dir, resume: bool = False, argv=None, log=print, dist=None) -> dict[str, Any]:
         """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch_train.train`);
-        ``log`` receives the per-epoch summaries and warnings."""
+        ``log`` receives the per-epoch summaries and warnings; ``dist`` is the value of
+        :meth:`launched` (default: one process)."""
         from cellgraph.backends.torch_train import train
 
-        return train(config, out_dir, resume=resume, argv=argv, log=log)
+        extra = {} if dist is None else {"dist": dist}
+        return train(config, out_dir, resume=resume, argv=argv, log=log, **extra)
+
+    def launched(self, device: str):
+        """The processes of a ``torchrun`` launch (NCCL on GPUs, gloo on the CPU), else this
+        one (:func:`~cellgraph.backends.torch_distributed.launched`)."""
+        from cellgraph.backends.torch_distributed import launched
+
+        return launched(device)
+
+    def evaluate_run(self, run_dir, split: str = "test", checkpoint: str = "best",
+                     mode: str | None = None, device: str | None = None) -> dict[str, Any]:
+        """The metric of a run's checkpoint on a split
+        (:func:`~cellgraph.backends.torch_train.evaluate_run`)."""
+        from cellgraph.backends.torch_train import evaluate_run
+
+        return evaluate_run(run_dir, split, checkpoint, mode, device)
 
     def load_run(self, path, checkpoint: str = "best", device: str | None = None):
         """A trained run folder (:func:`~cellgraph.backends.torch_run.load_run`) on ``device``."""

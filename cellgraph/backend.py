@@ -8,7 +8,9 @@ directly, so it runs without torch.
 
 What a backend provides is the :class:`Backend` protocol (evaluation of the node vectors
 ``u(o(L_r c_i, R_r c_j) + b_r)`` of a cell, paper Sec. 3.1); a backend that also runs
-Algorithm 2 (paper, Sec. 3.2) is a :class:`SearchBackend`.
+Algorithm 2 (paper, Sec. 3.2) is a :class:`SearchBackend`; one that trains models and loads
+run folders (what ``cellgraph train``, ``eval``, ``search``, ``export`` and ``trees`` use, chosen
+by the ``backend`` setting) is a :class:`TrainingBackend`, found by :func:`training_backend`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from cellgraph.expr import Expr, Leaf
 from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.layout import SearchSpace
 
-__all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "backend", "backend_names"]
+__all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "TrainingBackend", "backend", "backend_names",
+           "training_backend"]
 
 ENTRY_POINT_GROUP = "cellgraph.backends"
 
@@ -62,6 +65,36 @@ class SearchBackend(Backend, Protocol):
         **options: Any,
     ) -> Any:
         """Build the cell of one run of Algorithm 2 with the scoring function ``alpha``."""
+        ...
+
+
+@runtime_checkable
+class TrainingBackend(Backend, Protocol):
+    """A backend that trains the models of :mod:`cellgraph.config` into run folders and
+    loads them again (paper, Sec. 3.3 and 4)."""
+
+    def resolve_device(self, name: str) -> str:
+        """The device a ``device`` setting means on this machine; an error where it is missing."""
+        ...
+
+    def train(self, config: Any, out_dir: Any, resume: bool = False, argv: Any = None,
+              log: Callable[[str], None] = print, dist: Any = None) -> dict[str, Any]:
+        """Train ``config`` into the run folder ``out_dir`` (or resume it); the final record."""
+        ...
+
+    def launched(self, device: str) -> Any:
+        """A context manager for one training launch: the processes of a distributed launch
+        (``torchrun``) or just this one; its value has ``writes`` (this process prints)
+        and is passed to :meth:`train` as ``dist``."""
+        ...
+
+    def evaluate_run(self, run_dir: Any, split: str = "test", checkpoint: str = "best",
+                     mode: str | None = None, device: str | None = None) -> dict[str, Any]:
+        """The metric of a run's checkpoint on ``split``, its cells searched in ``mode``."""
+        ...
+
+    def load_run(self, path: Any, checkpoint: str = "best", device: str | None = None) -> Any:
+        """A trained run folder, ready to run and export its cells."""
         ...
 
 
@@ -106,3 +139,24 @@ def backend(name: str) -> Backend:
             f"Backend protocol's name, evaluate and evaluate_cell"
         )
     return loaded
+
+
+def training_backend(name: str) -> TrainingBackend:
+    """The backend plugin ``name`` (:func:`backend`), which must also train
+    (:class:`TrainingBackend`); an error naming the installed ones that do otherwise."""
+    found = backend(name)
+    if not isinstance(found, TrainingBackend):
+        trainers = [n for n in backend_names() if n != name and _trains(n)]
+        raise CellGraphError(
+            f"backend {name!r} evaluates cells but cannot train or load runs "
+            f"(training backends installed: {', '.join(trainers) or 'none'})"
+            + (f"; set backend={trainers[0]}" if trainers else "")
+        )
+    return found
+
+
+def _trains(name: str) -> bool:
+    try:
+        return isinstance(backend(name), TrainingBackend)
+    except (CellGraphError, ImportError):
+        return False

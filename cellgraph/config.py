@@ -73,6 +73,9 @@ def one_of(choices: tuple[str, ...]) -> Rule:
 POSITIVE = Rule("must be > 0", lambda value: value > 0 and math.isfinite(value))
 #: One of the :data:`DEVICE_FORMS`.
 DEVICE_RULE = Rule(f"must be one of {', '.join(DEVICE_FORMS)}", lambda value: valid_device(value))
+#: A plugin name (whether it is installed is checked where it is used).
+NAME_RULE = Rule("must be a name of letters, digits, '_', '-' or '.'",
+                 lambda value: bool(re.fullmatch(r"[A-Za-z0-9_.-]+", value)))
 
 
 def _key(default: Any, help: str, rule: Rule | None = None) -> Any:
@@ -178,6 +181,8 @@ class TrainConfig:
     logger: str = _key("none", "tensorboard: also write the per-epoch metrics, loss terms, N_e and "
                        "discovered-cell shares to RUN_DIR/tensorboard/ (pip install 'cellgraph[tensorboard]')",
                        one_of(LOGGERS))
+    backend: str = _key("torch", "the backend plugin that trains and evaluates (cellgraph backends lists "
+                        "the installed ones; a third-party plugin adds its own)", NAME_RULE)
     device: str = _key("auto", "where the model trains and evaluates: auto (a CUDA GPU when there is one, "
                        "else the CPU), cpu, cuda or cuda:N", DEVICE_RULE)
     amp: str = _key("none", "bf16: the forward pass in bfloat16 autocast (rrnn-gru throughout, the output "

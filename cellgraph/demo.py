@@ -7,7 +7,7 @@
 4. Writes the plots (learning curves, N_e, tree shapes).
 5. Renders the most frequent discovered RRNN cell to SVG and prints it as sympy equations.
 
-Training goes through the backend found by name (``cellgraph.backend("torch")``), so the core
+Training goes through the backend found by name (``cellgraph.backend.training_backend``), so the core
 still never imports torch.
 """
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from cellgraph.backend import backend
+from cellgraph.backend import training_backend
 from cellgraph.config import resolve_config
 from cellgraph.errors import CellGraphError
 
@@ -116,16 +116,18 @@ def _show_cell(run_dir: Path, out: Path, log: Callable[[str], None]) -> None:
 
 
 def run_demo(checks: Sequence[Callable[..., Any]], out_dir: str | Path = "demo-out", seed: int = 0,
-             quick: bool = False, log: Callable[[str], None] = print, device: str = "auto") -> list[dict[str, Any]]:
-    """Run the demo into ``out_dir``, training on ``device`` (a ``device`` setting); returns
+             quick: bool = False, log: Callable[[str], None] = print, device: str = "auto",
+             backend: str = "torch") -> list[dict[str, Any]]:
+    """Run the demo into ``out_dir``, training with the plugin ``backend`` on ``device`` (a
+    ``device`` setting); returns
     the comparison rows. ``checks``: the statements of step 1, functions ``(seed, n_draws=)
     -> Result`` (``cellgraph demo`` passes the GRU and LSTM theorems of
     :mod:`cellgraph.proofs`)."""
     from cellgraph.plots import plot_runs
     from cellgraph.runlog import RunLog
 
-    torch_backend = backend("torch")
-    torch_backend.resolve_device(device)  # a GPU asked for and missing: an error before any work
+    trainer = training_backend(backend)
+    trainer.resolve_device(device)  # a GPU asked for and missing: an error before any work
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -136,13 +138,14 @@ def run_demo(checks: Sequence[Callable[..., Any]], out_dir: str | Path = "demo-o
     rows, runs = [], []
     for model, settings in DEMO_MODELS.items():
         run_dir = out / "runs" / model
-        overrides = {**SHARED, **settings, "model": model, "seed": seed, "device": device}
+        overrides = {**SHARED, **settings, "model": model, "seed": seed, "device": device,
+                     "backend": backend}
         if quick:
             overrides.update(epochs=1, max_train=64, max_eval=64)
         config = resolve_config(overrides=overrides)
         log(f"  {model}: training into {run_dir}")
         t0 = time.perf_counter()
-        final = torch_backend.train(config, run_dir, resume=(run_dir / "config.json").exists())
+        final = trainer.train(config, run_dir, resume=(run_dir / "config.json").exists())
         rows.append({
             "model": model, "val": final["val_accuracy"], "test": final["test_accuracy"],
             "soft": final.get("test_accuracy_soft"),

@@ -44,8 +44,8 @@ repeating a trial, written against optuna 5's storage API:
    finished, so re-running the same command resumes an interrupted search and returns
    when it is complete.
 
-This module imports no torch: trials train through the ``torch`` backend plugin
-(:func:`cellgraph.backend.backend`).
+This module imports no torch: trials train through the backend plugin of their ``backend``
+setting (:func:`cellgraph.backend.training_backend`).
 """
 
 from __future__ import annotations
@@ -393,7 +393,7 @@ def _check_same_run(run_dir: Path, config: TrainConfig) -> None:
 def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
     """Train ``config`` into ``run_dir`` (resuming the run an earlier attempt left there),
     logging to ``run_dir/trial.log``; return the final validation metric."""
-    from cellgraph.backend import backend
+    from cellgraph.backend import training_backend
     from cellgraph.progress import disabled
 
     resume = (run_dir / "config.json").exists()
@@ -409,7 +409,7 @@ def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
         log(f"== {title} on {socket.gethostname()} (pid {os.getpid()}): {'resuming' if resume else 'new run'}")
         try:
             with disabled():  # the trial's log is its file: no progress on the worker's stderr
-                final = backend("torch").train(config, run_dir, resume=resume, log=log)
+                final = training_backend(config.backend).train(config, run_dir, resume=resume, log=log)
         except Exception:
             log(traceback.format_exc())
             raise

@@ -234,22 +234,22 @@ class RunDir:
         return read_json(self.file("final.json"))
 
 
-def load_run(path: str | Path, checkpoint: str = "best", backend: str = "torch",
+def load_run(path: str | Path, checkpoint: str = "best", backend: str | None = None,
              device: str | None = None) -> Any:
     """A trained run folder loaded for use from Python, through the numeric backend
-    ``backend`` (found by name, imported only now): its model, ready for ``model(tokens)``
-    and searching in the run's ``eval_mode``, with ``config``, ``dataset`` (vocabulary and
-    splits), ``epoch`` of the ``checkpoint`` (``best`` or ``last``), and ``tokens``,
-    ``encode``, ``cell``, ``vectors`` and ``document`` to feed it and export its cells
-    (torch: :class:`cellgraph.backends.torch_run.LoadedRun`), on ``device`` (``cpu``,
-    ``cuda``, ``cuda:N``, ``auto``; default: the run's own ``device`` setting)."""
-    from cellgraph.backend import backend as find_backend
+    ``backend`` (default: the run's own ``backend`` setting; found by name, imported only
+    now): its model, ready for ``model(tokens)`` and searching in the run's ``eval_mode``,
+    with ``config``, ``dataset`` (vocabulary and splits), ``epoch`` of the ``checkpoint``
+    (``best`` or ``last``), and ``tokens``, ``encode``, ``cell``, ``vectors`` and ``document``
+    to feed it and export its cells (torch: :class:`cellgraph.backends.torch_run.LoadedRun`),
+    on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``auto``; default: the run's own ``device``
+    setting)."""
+    from cellgraph.backend import training_backend
+    from cellgraph.config import load_run_config
 
     if not (Path(path) / "config.json").is_file():
         raise CellGraphError(f"{path} is not a run folder (no config.json)")
     if checkpoint not in ("best", "last"):
         raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
-    loader = getattr(find_backend(backend), "load_run", None)
-    if loader is None:
-        raise CellGraphError(f"backend {backend!r} cannot load trained runs (the torch backend can)")
-    return loader(path, checkpoint, device)
+    name = backend or load_run_config(Path(path) / "config.json").backend
+    return training_backend(name).load_run(path, checkpoint, device)

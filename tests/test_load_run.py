@@ -59,7 +59,7 @@ def test_load_run_errors(runs, tmp_path):
     path, _ = runs["rrnn"]
     with pytest.raises(CellGraphError, match="unknown checkpoint 'middle'"):
         cellgraph.load_run(path, checkpoint="middle")
-    with pytest.raises(CellGraphError, match="backend 'numpy' cannot load trained runs"):
+    with pytest.raises(CellGraphError, match="backend 'numpy' evaluates cells but cannot train or load runs"):
         cellgraph.load_run(path, backend="numpy")
     run = cellgraph.load_run(path)
     with pytest.raises(CellGraphError, match="sample 99 is outside split test"):

@@ -24,6 +24,11 @@ def device_flag(text: str) -> str:
     return text
 
 
+def add_backend_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """Add ``--backend NAME`` (a backend plugin that trains; ``cellgraph backends`` lists them)."""
+    parser.add_argument("--backend", metavar="NAME", default=default, help=help)
+
+
 def add_device_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
     """Add ``--device DEVICE`` to a command's parser."""
     parser.add_argument("--device", type=device_flag, default=default, metavar="DEVICE", help=help)

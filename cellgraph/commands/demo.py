@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cellgraph.commands import DEVICE_AUTO, add_device_flag
+from cellgraph.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in well under a minute")
     add_device_flag(p, "auto", f"where to train: {DEVICE_AUTO} (default auto)")
+    add_backend_flag(p, "torch", "the backend plugin that trains (default torch)")
     p.set_defaults(func=run)
 
 
@@ -28,5 +29,5 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.proofs.suite import statement
 
     run_demo((statement("gru"), statement("lstm")), args.out, seed=args.seed, quick=args.quick,
-             device=args.device)
+             device=args.device, backend=args.backend)
     return 0

@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cellgraph.commands import DEVICE_AUTO, add_device_flag
+    from cellgraph.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
     from cellgraph.config import MODES
 
     p = sub.add_parser(
@@ -23,18 +23,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="search mode of the cells (default: the run's eval_mode, hard unless set); "
                    "the result goes to eval_<split>_<mode>.json")
     add_device_flag(p, None, f"{DEVICE_AUTO} (default: the run's device setting)")
+    add_backend_flag(p, None, "the backend plugin that evaluates (default: the run's backend setting)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cellgraph.backends.torch_train import evaluate_run
+    from cellgraph.backend import training_backend
     from cellgraph.config import load_run_config
     from cellgraph.runs import eval_name, write_json
 
-    load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
-    result = evaluate_run(args.run, args.split, args.checkpoint, args.mode, args.device)
+    config = load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
+    result = training_backend(args.backend or config.backend).evaluate_run(args.run, args.split, args.checkpoint,
+                                                           args.mode, args.device)
     key = f"{args.split}_{result['metric']}"
     write_json(Path(args.run) / eval_name(args.split, args.mode, args.checkpoint), result)
     print(f"{key} {result[key]:.6f} ({args.checkpoint} checkpoint, epoch {result['epoch']}, "

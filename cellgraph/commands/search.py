@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cellgraph search --task planted --model gru --ranges sst --trials 6 --set epochs=1; "
         "cellgraph search --best --study sst-gru --export best.toml",
     )
-    from cellgraph.commands import DEVICE_AUTO, add_device_flag
+    from cellgraph.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
     from cellgraph.config import MODELS, TASKS
     from cellgraph.datadir import DATA_DIR_HELP
 
@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     add_device_flag(p, None, f"where this worker trains its trials: {DEVICE_AUTO} (default auto); "
                     "workers may differ")
+    add_backend_flag(p, None, "the backend plugin that trains the trials (default: the backend setting, "
+                     "torch)")
     p.add_argument("--search-seed", type=int, default=0, metavar="SEED",
                    help="seed of the random draws (default 0)")
     p.add_argument("--heartbeat", type=int, default=30, metavar="SECONDS",
@@ -103,15 +105,15 @@ def _search(args: argparse.Namespace, hpo) -> int:
         raise CellGraphError(f"need --heartbeat >= 1 and --grace > --heartbeat, got {args.heartbeat} and {args.grace}")
     if args.retries < 0:
         raise CellGraphError(f"--retries must be >= 0, got {args.retries}")
-    from cellgraph.backends import torch_train  # noqa: F401 - without torch: one error, before a study exists
-
     fixed = parse_set(args.set)
     overrides = {"task": args.task, "model": args.model, **({"data_dir": args.data} if args.data else {}),
-                 **({"device": args.device} if args.device else {}), **fixed}
+                 **({"device": args.device} if args.device else {}),
+                 **({"backend": args.backend} if args.backend else {}), **fixed}
     base = resolve_config(args.preset, None, overrides)
-    from cellgraph.backend import backend
+    from cellgraph.backend import training_backend
 
-    backend("torch").resolve_device(base.device)  # a missing GPU fails here, not every trial
+    # a missing torch, a backend that cannot train or a missing GPU fails here, not every trial
+    training_backend(base.backend).resolve_device(base.device)
     table = args.ranges or base.task
     space = hpo.search_space(base.model, table, fixed)
     pinned = sorted(set(fixed) & set(SEARCH_RANGES[(base.model, table)]))

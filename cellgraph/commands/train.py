@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from cellgraph.config import TrainConfig
 
 #: Flags that set one config key each (flag destination -> key).
-_FLAG_KEYS = {"task": "task", "model": "model", "data": "data_dir", "glove": "glove", "teacher": "teacher"}
+_FLAG_KEYS = {"task": "task", "model": "model", "data": "data_dir", "glove": "glove", "teacher": "teacher",
+              "backend": "backend"}
 #: Of those, the run's inputs: a run that has no checkpoint yet may be resumed with new ones.
 _INPUT_FLAGS = ("data", "glove", "teacher")
 #: Of those, the ones that change the model: a run with checkpoints refuses them on --resume.
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from cellgraph.commands import DEVICE_AUTO, add_device_flag
+    from cellgraph.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
 
     p.add_argument("--task", choices=TASKS, default=None, help="data set / task")
     p.add_argument("--model", choices=MODELS, default=None, help="model")
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--glove", metavar="FILE", default=None, help="initialise embeddings from GloVe")
     p.add_argument("--teacher", metavar="RUN_DIR", default=None,
                    help="a finished gru run on the same task: its GRU gives the TD target vectors")
+    add_backend_flag(p, None, "the backend plugin that trains (default: the backend setting, torch)")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="the new run folder")
     p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue this run folder")
     add_device_flag(p, None, f"where to train: {DEVICE_AUTO} (default: the device setting, auto); "
@@ -95,7 +97,7 @@ def _resumed_config(args: argparse.Namespace) -> TrainConfig:
     from cellgraph.errors import CellGraphError
     from cellgraph.runs import RunDir
 
-    settings = _given(args, ("preset", "config", "out", "task", "model", "set"))
+    settings = _given(args, ("preset", "config", "out", "task", "model", "backend", "set"))
     if settings:
         raise CellGraphError(f"--resume continues a run with its own settings; drop {', '.join(settings)}")
     inputs = _given(args, _MODEL_INPUT_FLAGS)
@@ -168,12 +170,13 @@ def _interrupted(out: str) -> str:
 
 
 def _train(config: TrainConfig, out: str, resume: bool) -> None:
-    """Print the resolved settings (once, under torchrun too), then train."""
-    from cellgraph.backends.torch_distributed import launched
-    from cellgraph.backends.torch_train import train
+    """Print the resolved settings (once, under torchrun too), then train through the
+    ``backend`` plugin."""
+    from cellgraph.backend import training_backend
     from cellgraph.config import compact
 
-    with launched(config.device) as dist:  # several processes under torchrun, else one
+    trainer = training_backend(config.backend)
+    with trainer.launched(config.device) as dist:  # several processes under torchrun, else one
         if dist.writes:
             print(f"settings: {compact(config)}", flush=True)
-        train(config, out, resume=resume, argv=sys.argv, dist=dist)
+        trainer.train(config, out, resume=resume, argv=sys.argv, dist=dist)
