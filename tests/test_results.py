@@ -18,6 +18,7 @@ TABLES = [
     (["--by", "name"], ["slice-noauxanneal-s?", "slice-noauxanneal01-s?", "slice-flexid-s?"]),
     (["--by", "name"], ["planted-rrnn-s?"]),
     (["--by", "name"], ["w5k01-rrnn-s?"]),
+    (["--by", "name"], ["planted-m01-rrnn-s?"]),
 ]
 
 
