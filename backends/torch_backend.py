@@ -57,8 +57,7 @@ class TorchBackend:
         :meth:`launched` (default: one process)."""
         from cellgraph.backends.torch_train import train
 
-        extra = {} if dist is None else {"dist": dist}
-        return train(config, out_dir, resume=resume, argv=argv, log=log, **extra)
+        return train(config, out_dir, resume=resume, argv=argv, log=log, dist=dist)
 
     def launched(self, device: str):
         """The processes of a ``torchrun`` launch (NCCL on GPUs, gloo on the CPU), else this

@@ -619,7 +619,7 @@ def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -
 
 
 def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: list[str] | None = None,
-          log: Log = print, dist: Distributed = Distributed()) -> dict[str, Any]:
+          log: Log = print, dist: Distributed | None = None) -> dict[str, Any]:
     """Train ``config`` into the run folder ``out_dir`` (module docstring); return final.json.
 
     With ``resume``, ``out_dir`` holds the run: it continues from ``checkpoints/last.pt``
@@ -627,9 +627,9 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     --resume`` passes the run's own ``config.json``; a larger ``epochs`` extends the run).
     ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
     global batch this process trains and whether it writes the run folder and final.json
-    (rank 0, which logs; the other ranks return ``{}``)."""
+    (rank 0, which logs; the other ranks return ``{}``); None: this process alone."""
     with _threads(config.num_threads):  # a search's next trial starts from the process's setting
-        return _train(config, out_dir, resume, argv, log, dist)
+        return _train(config, out_dir, resume, argv, log, Distributed() if dist is None else dist)
 
 
 @contextmanager

@@ -214,6 +214,9 @@ def table(result: dict[str, Any]) -> str:
     lines += _gpu_rows(result)
     lines += ["", "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:
-        measured, met = ("not measured", "—") if t["met"] is None else (f"{t['value']:.3g}", "met" if t["met"] else "NOT met")
+        if t["met"] is None:
+            measured, met = "not measured", "—"
+        else:
+            measured, met = f"{t['value']:.3g}", "met" if t["met"] else "NOT met"
         lines.append(f"| {t['target']} | {measured} | {t['relation']} {t['limit']} | {met} |")
     return "\n".join(lines)

@@ -119,8 +119,7 @@ def run_demo(checks: Sequence[Callable[..., Any]], out_dir: str | Path = "demo-o
              quick: bool = False, log: Callable[[str], None] = print, device: str = "auto",
              backend: str = "torch") -> list[dict[str, Any]]:
     """Run the demo into ``out_dir``, training with the plugin ``backend`` on ``device`` (a
-    ``device`` setting); returns
-    the comparison rows. ``checks``: the statements of step 1, functions ``(seed, n_draws=)
+    ``device`` setting); returns the comparison rows. ``checks``: the statements of step 1, functions ``(seed, n_draws=)
     -> Result`` (``cellgraph demo`` passes the GRU and LSTM theorems of
     :mod:`cellgraph.proofs`)."""
     from cellgraph.plots import plot_runs
