@@ -23,7 +23,8 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, candidate_key, normalize, pairs, tie_tolerance
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, TAU_UNITS, candidate_key, normalize, pairs,
+                                  score_spread, tie_tolerance)
 from cellgraph.backends.numpy_eval import (
     Params,
     as_leaf_vector,
@@ -127,11 +128,13 @@ def search(
     candidate_norm: str = "none",
     mode: str = "hard",
     tau: float = 1.0,
+    tau_units: str = "score",
 ) -> SearchResult:
     """Run Algorithm 2 on one sample.
 
     In ``soft`` mode (docs/paper-notes.md, *Scoring, choice modes and the margin*) the vector
-    added to ``P`` is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates,
+    added to ``P`` is the ``softmax(alpha / (tau sigma))``-weighted sum of the eligible
+    candidates (``sigma`` 1, or with ``tau_units = "std"`` the spread of their scores),
     not ``c_k*``'s; later candidates are built from it and checked against it. The recorded
     structure, scores and second scores are those of the argmax ``c_k*``.
 
@@ -148,9 +151,12 @@ def search(
             needs a batch, so the one-sample reference does not take it).
         mode: ``hard`` (Algorithm 2) or ``soft`` (the mixture, above).
         tau: the softmax temperature of ``soft`` mode.
+        tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`).
     """
     if mode not in ("hard", "soft"):
         raise CellGraphError(f"search: mode {mode!r} is not one of hard, soft (the reference's modes)")
+    if tau_units not in TAU_UNITS:
+        raise CellGraphError(f"search: tau_units {tau_units!r} is not one of {', '.join(TAU_UNITS)}")
     if candidate_norm not in ("none", "sample"):
         raise CellGraphError(f"search: candidate_norm {candidate_norm!r} is not one of none, sample "
                              f"(the one-sample reference; {', '.join(CANDIDATE_NORMS)} exist)")
@@ -194,7 +200,7 @@ def search(
         r_pos, o_pos, u_pos, i, j = best.key
         node = Node(space.ops[o_pos], space.activations[u_pos], space.tuples[r_pos], nodes[i], nodes[j])
         nodes.append(node)
-        vectors.append(best.vector if mode == "hard" else _mixture(eligible, tau))
+        vectors.append(best.vector if mode == "hard" else _mixture(eligible, tau, tau_units))
         chosen.append(node)
         keys.append(best.key)
         scores.append(best.score)
@@ -213,9 +219,10 @@ def search(
     )
 
 
-def _mixture(eligible: list[_Candidate], tau: float) -> np.ndarray:
-    """``sum_c softmax(alpha / tau)_c v_c`` over the eligible candidates."""
-    logits = np.array([c.score for c in eligible]) / tau
+def _mixture(eligible: list[_Candidate], tau: float, tau_units: str) -> np.ndarray:
+    """``sum_c softmax(alpha / (tau sigma))_c v_c`` over the eligible candidates."""
+    scores = np.array([c.score for c in eligible])
+    logits = scores / (tau if tau_units == "score" else tau * score_spread(scores))
     weights = np.exp(logits - logits.max())
     return (weights[:, None] * np.array([c.vector for c in eligible])).sum(0) / weights.sum()
 

@@ -29,9 +29,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from cellgraph.algorithm2 import MODES, SPREAD_FLOOR, TAU_UNITS
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_device import no_autocast
-from cellgraph.backends.torch_search import MODES, CompiledBlock, SearchParams, prepare, search
+from cellgraph.backends.torch_search import CompiledBlock, SearchParams, prepare, search
 from cellgraph.backends.torch_trace import SearchTrace
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Role, h, x, zero
@@ -66,6 +67,12 @@ def _check_mode(mode: str) -> str:
     if mode not in MODES:
         raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
     return mode
+
+
+def _check_tau_units(tau_units: str) -> str:
+    if tau_units not in TAU_UNITS:
+        raise CellGraphError(f"unknown tau_units {tau_units!r} (known: {', '.join(TAU_UNITS)})")
+    return tau_units
 
 
 class _TupleModule(nn.Module):
@@ -118,6 +125,8 @@ class RRNNCell(_TupleModule):
         scoring_hidden: hidden width ``H`` of ``alpha``.
         mode: ``soft`` (training, the paper's), ``hard`` or ``straight-through``.
         tau: softmax temperature.
+        tau_units: ``score`` (``softmax(alpha / tau)``) or ``std`` (``tau`` times the spread
+            of each sample's eligible scores; :data:`cellgraph.algorithm2.TAU_UNITS`).
         states: state names in run order, e.g. ``("h",)`` or ``("c", "h")``.
         candidate_norm: normalise every candidate before it is scored (``none``, ``batch``:
             statistics over the batch and the features of each candidate slot, as its
@@ -139,7 +148,7 @@ class RRNNCell(_TupleModule):
                  scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
                  states: Sequence[str] = ("h",), candidate_norm: str = "none",
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
-                 compile: bool = False) -> None:
+                 compile: bool = False, tau_units: str = "score") -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -161,6 +170,7 @@ class RRNNCell(_TupleModule):
         self._init_tuples(layout, hidden_size)
         self.spaces, self.states = tuple(spaces), states
         self.mode, self.tau, self.compile_search = _check_mode(mode), tau, compile
+        self.tau_units = _check_tau_units(tau_units)
         self.compiled = CompiledBlock() if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.candidate_norm = candidate_norm
@@ -184,7 +194,7 @@ class RRNNCell(_TupleModule):
         for i, (space, name) in enumerate(zip(self.spaces, self.states)):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
-            trace = search(params[i], leaves, self.mode, self.tau, name, self.compiled)
+            trace = search(params[i], leaves, self.mode, self.tau, name, self.compiled, self.tau_units)
             made[name] = trace.vectors[:, -1]
             traces.append(trace)
         new = tuple(made[s] for s in self.states)
@@ -322,6 +332,7 @@ class RRNNGRUCell(_TupleModule):
         n_tuples: trainable tuples ``(L_r, R_r, b_r)`` (``flexible`` needs at least 2).
         scoring_hidden: hidden width of ``alpha``.
         mode, tau: the choice mode and the softmax temperature.
+        tau_units: ``score`` or ``std`` (``tau`` times the spread of the node's scores).
         placement: ``flexible`` or ``gates``.
         identity_trainable: ``flexible`` only: the identity tuple is a trainable tuple
             initialised at ``(I, I, 0)`` (its authors trained it), else fixed.
@@ -340,7 +351,7 @@ class RRNNGRUCell(_TupleModule):
 
     def __init__(self, hidden_size: int = 100, n_tuples: int = 3, scoring_hidden: int = 64,
                  mode: str = "soft", tau: float = 1.0, placement: str = "flexible",
-                 identity_trainable: bool = False) -> None:
+                 identity_trainable: bool = False, tau_units: str = "score") -> None:
         super().__init__()
         if placement not in PLACEMENTS:
             raise CellGraphError(f"unknown RRNN-GRU placement {placement!r} (known: {', '.join(PLACEMENTS)})")
@@ -353,6 +364,7 @@ class RRNNGRUCell(_TupleModule):
         layout = _tuple_layout(n_tuples, identity_trainable)
         self._init_tuples(layout, hidden_size, identity=(n_tuples,) if identity_trainable else ())
         self.mode, self.tau, self.states = _check_mode(mode), tau, ("h",)
+        self.tau_units = _check_tau_units(tau_units)
         self.placement, self.identity_trainable = placement, identity_trainable
         self.scoring = _scoring_net(hidden_size, scoring_hidden)
         gru = target("gru")
@@ -458,7 +470,9 @@ class RRNNGRUCell(_TupleModule):
         scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, k)
         soft = None
         if self.mode != "hard":
-            weights = torch.softmax(scores if self.tau == 1 else scores / self.tau, 1)
+            tau = self.tau if self.tau_units == "score" else self.tau * scores.detach().std(
+                1, unbiased=False, keepdim=True).clamp(min=SPREAD_FLOOR)
+            weights = torch.softmax(scores / tau, 1)
             soft = torch.bmm(weights[:, None], cands)[:, 0]
             if self.mode == "soft" and not traced:
                 return soft, None

@@ -68,7 +68,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch._functorch import config as functorch_config
 
-from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, TIE_RTOL
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, MODES, NORM_EPS, SPREAD_FLOOR, TAU_UNITS,
+                                  TIE_RTOL)
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_trace import SearchTrace
@@ -76,9 +77,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.layout import SearchSpace
 from cellgraph.progress import note
 
-__all__ = ["MODES", "CompiledBlock", "SearchParams", "prepare", "search"]
-
-MODES = ("hard", "soft", "straight-through")
+__all__ = ["CompiledBlock", "SearchParams", "prepare", "search"]
 
 
 @dataclass(frozen=True)
@@ -461,13 +460,18 @@ class _Candidates:
             out = out.index_put((sel,), vec)
         return out
 
-    def softmax_mix(self, tau: float) -> Tensor:
-        """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates.
+    def softmax_mix(self, tau: float | Tensor) -> Tensor:
+        """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
+        ``tau`` a number or a ``(B,)`` per-sample temperature.
 
         Block ``i`` keeps ``U_i = sum_c exp(l_c - m_i) v_c``, ``Z_i = sum_c exp(l_c - m_i)``
         (``l = alpha / tau``, excluded ``l = -inf``, ``m_i`` its max, a constant); the mixture
-        is ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax.
+        is ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax. A
+        per-sample ``tau`` changes from call to call, so it rebuilds every block's sums.
         """
+        if torch.is_tensor(tau):
+            self._sums = [None] * len(self.blocks)
+            tau = tau[:, None]
         for i, block in enumerate(self.blocks):
             if self._sums[i] is None:
                 start = self.starts[i]
@@ -478,6 +482,15 @@ class _Candidates:
         U, Z, m = (torch.stack(t, 1) for t in zip(*self._sums))
         omega = torch.exp(m - m.amax(1, keepdim=True))
         return (omega[:, :, None] * U).sum(1) / (omega * Z).sum(1)[:, None]
+
+    def spread(self) -> Tensor:
+        """``(B,)`` :func:`cellgraph.algorithm2.score_spread` of each sample's eligible scores
+        (detached)."""
+        s, eligible = self.scores.detach(), ~self.excluded
+        n = eligible.sum(1)
+        mean = s.masked_fill(~eligible, 0).sum(1) / n
+        var = ((s - mean[:, None]) ** 2).masked_fill(~eligible, 0).sum(1) / n
+        return var.sqrt().clamp(min=SPREAD_FLOOR)
 
 
 def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo: Tensor,
@@ -577,7 +590,7 @@ class _Projections:
 
 @no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
-           state: str = "h", compiled: CompiledBlock | None = None) -> SearchTrace:
+           state: str = "h", compiled: CompiledBlock | None = None, tau_units: str = "score") -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
     cast to it; autocast is off inside).
 
@@ -590,6 +603,9 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         compiled: build and score the candidates through this model's
             :class:`CompiledBlock` (``torch.compile``; eager, after one warning, where
             compilation fails); None: eagerly.
+        tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`: the soft
+            modes divide ``alpha`` by ``tau`` times the spread of each sample's eligible
+            scores).
 
     Returns:
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
@@ -597,6 +613,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     """
     if mode not in MODES:
         raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
+    if tau_units not in TAU_UNITS:
+        raise CellGraphError(f"unknown tau_units {tau_units!r} (known: {', '.join(TAU_UNITS)})")
     space, plan = params.space, params.plan
     B, n_leaves, p = leaves.shape
     if n_leaves != len(space.leaves):
@@ -651,7 +669,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
         hard = None if mode == "soft" else cands.vectors(rows, choice)
         if soft:
-            mixed = cands.softmax_mix(tau)
+            mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
             node = mixed if mode == "soft" else hard + (mixed - mixed.detach())
         else:
             node = hard

@@ -29,6 +29,14 @@ Second best (margin term, Eq. 5)
     ``c_k**`` is the eligible candidate of highest score whose vector differs from
     ``c_k*`` (``C_k`` is a set of vectors); ``None``/``nan`` when there is none.
 
+Choice modes (:data:`MODES`)
+    ``hard`` adds ``c_k*`` to ``P``; ``soft`` adds the ``softmax(alpha / (tau sigma))``-weighted
+    sum of the eligible candidates; ``straight-through`` adds ``c_k*`` forward and
+    differentiates the soft mixture. ``sigma`` is 1 with ``tau_units = "score"`` (the paper's)
+    and :func:`score_spread` of the eligible scores with ``tau_units = "std"``, so that the
+    sharpness of the mixture is set by ``tau`` alone and the scoring network cannot undo an
+    annealed temperature by shrinking its scores. The argmax never depends on ``sigma``.
+
 Output
     ``h_t = c_{N_bar}*``; the tree is the one rooted there (nodes of ``P`` not reachable
     from the root are not part of it).
@@ -43,6 +51,10 @@ from typing import Iterator
 
 __all__ = [
     "EXCLUSION_TOL",
+    "MODES",
+    "TAU_UNITS",
+    "SPREAD_FLOOR",
+    "score_spread",
     "TIE_RTOL",
     "CANDIDATE_NORMS",
     "NORM_EPS",
@@ -58,6 +70,18 @@ EXCLUSION_TOL = 1e-9
 
 #: Relative tolerance under which two scores are a tie (resolved by :func:`candidate_key`).
 TIE_RTOL = 1e-12
+
+
+#: How a step chooses among the candidates: argmax, softmax mixture, or argmax forward and
+#: mixture backward.
+MODES = ("hard", "soft", "straight-through")
+
+#: The unit of the softmax temperature: ``score`` (``softmax(alpha / tau)``, the paper's) or
+#: ``std`` (``softmax(alpha / (tau sigma))``, ``sigma`` = :func:`score_spread`).
+TAU_UNITS = ("score", "std")
+
+#: The least ``sigma`` of ``tau_units = "std"`` (one eligible candidate, or equal scores).
+SPREAD_FLOOR = 1e-12
 
 
 #: Candidate normalisation (an option of the full RRNN; its authors' "batch normalization"):
@@ -77,6 +101,13 @@ def normalize(v, axis=-1):
     mean = v.mean(axis=axis, keepdims=True)
     var = ((v - mean) ** 2).mean(axis=axis, keepdims=True)
     return (v - mean) / (var + NORM_EPS) ** 0.5
+
+
+def score_spread(scores):
+    """``sigma``: the population standard deviation of one sample's eligible scores at one
+    iteration, at least :data:`SPREAD_FLOOR` (numpy array of the eligible scores). Backends
+    treat it as a constant of the temperature (no gradient flows through it)."""
+    return max(float(scores.std()), SPREAD_FLOOR)
 
 
 def tie_tolerance(best_score: float) -> float:

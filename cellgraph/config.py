@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from cellgraph.algorithm2 import CANDIDATE_NORMS, MODES, TAU_UNITS
 from cellgraph.errors import FormatError
 from cellgraph.runs import read_json
 
@@ -33,8 +34,6 @@ __all__ = [
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
 MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
-MODES = ("hard", "soft", "straight-through")
-CANDIDATE_NORMS = ("none", "batch", "sample")
 PLACEMENTS = ("flexible", "gates")
 LOGGERS = ("none", "tensorboard")
 #: The forms of the ``device`` setting (resolved against the machine by the torch backend).
@@ -131,6 +130,10 @@ class TrainConfig:
                       POSITIVE)
     tau_end: float = _key(0.0, "> 0: tau is annealed geometrically from tau to tau_end over training "
                           "(0 = tau stays)", at_least(0))
+    tau_units: str = _key("score", "rrnn, rrnn-gru soft modes: score (softmax(alpha / tau), the paper's) "
+                          "or std (softmax(alpha / (tau * sigma)), sigma the std of the scores a "
+                          "sample chooses among, so the scores' scale cannot undo tau)",
+                          one_of(TAU_UNITS))
     candidate_norm: str = _key("none", "rrnn: normalise every candidate before it is scored: none, "
                                "batch (over the batch, as the authors' BatchNorm) or sample (over "
                                "each sample's features)", one_of(CANDIDATE_NORMS))

@@ -57,7 +57,8 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
         scores = torch.stack([cell.scoring(c)[:, 0] for c in cands], 1)
         ranked = scores.detach().argsort(1, descending=True)
         hard = torch.stack([cands[k][s] for s, k in enumerate(ranked[:, 0].tolist())])
-        weights = torch.softmax(scores / cell.tau, 1)
+        tau = cell.tau if cell.tau_units == "score" else cell.tau * scores.detach().std(1, unbiased=False, keepdim=True)
+        weights = torch.softmax(scores / tau, 1)
         soft = sum(weights[:, k, None] * cands[k] for k in range(len(allowed)))
         values[node] = {"hard": hard, "soft": soft, "straight-through": hard + (soft - soft.detach())}[mode]
         chosen = torch.tensor(allowed, device=a.device)[ranked[:, 0]]
@@ -183,3 +184,24 @@ def test_gradcheck_soft_mode(placement):
     args = [torch.randn(2, 2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)]
     args += [p.detach().clone() for p in model.parameters()]
     assert torch.autograd.gradcheck(run, [a.requires_grad_() for a in args])
+
+
+
+@pytest.mark.parametrize("tau_units", ["score", "std"])
+def test_tau_in_std_units_is_the_literal_softmax_and_ignores_the_scale_of_the_scores(tau_units):
+    """``tau_units='std'``: each choosing node mixes by ``softmax(alpha / (tau sigma))``,
+    ``sigma`` the population std of its scores (the literal step), so scaling the scoring
+    network's output layer changes nothing; in ``score`` units it changes the mixture."""
+    torch.manual_seed(6)
+    model = RRNNGRU(P, N, scoring_hidden=6, mode="soft", tau=0.5, tau_units=tau_units).double()
+    inputs = torch.randn(T, 5, P, dtype=torch.float64)
+    output, _, _ = model(inputs)
+    state = inputs.new_zeros(5, P)
+    for t in range(T):
+        state, _, _ = _literal_step(model.cell, inputs[t], state, "soft")
+        torch.testing.assert_close(output[t], state, rtol=0, atol=1e-12)
+    with torch.no_grad():
+        model.cell.scoring[2].weight.mul_(7.0)
+        model.cell.scoring[2].bias.mul_(7.0)
+    scaled, _, _ = model(inputs)
+    assert torch.allclose(scaled, output, rtol=1e-10, atol=1e-12) is (tau_units == "std")

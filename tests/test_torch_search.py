@@ -35,11 +35,12 @@ def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
     return params, alpha, np.stack([X, Hs, np.zeros((B, p))], 1)
 
 
-def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none", device="cpu"):
+def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none", device="cpu",
+                  tau_units="score"):
     L, R, b = (torch.tensor(np.stack([t[i] for t in params]), device=device) for i in range(3))
     W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float), device=device) for a in alpha)
     leaves = torch.tensor(leaf_values, device=device)
-    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau)
+    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau, tau_units=tau_units)
     assert trace.vectors.device.type == torch.device(device).type
     return trace.to("cpu")
 
@@ -100,17 +101,20 @@ def test_sample_normalised_search_matches_numpy_reference(device, seed, p, B, n_
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4),
-       tau=st.sampled_from([0.3, 1.0, 3.0]), norm=st.sampled_from(["none", "sample"]))
-def test_soft_search_matches_the_literal_numpy_mixture(device, seed, p, B, n_iterations, tau, norm):
+       tau=st.sampled_from([0.3, 1.0, 3.0]), norm=st.sampled_from(["none", "sample"]),
+       tau_units=st.sampled_from(["score", "std"]))
+def test_soft_search_matches_the_literal_numpy_mixture(device, seed, p, B, n_iterations, tau, norm, tau_units):
     """Soft mode, the one every RRNN trains with, against the literal float64 reference: each
-    iteration adds the softmax(alpha / tau) mixture of the candidates whose vectors are not in
-    P_{k-1}, later candidates are built from it; the argmax and the scores are recorded."""
+    iteration adds the softmax(alpha / (tau sigma)) mixture of the candidates whose vectors are
+    not in P_{k-1} (sigma 1, or the spread of their scores), later candidates are built from
+    it; the argmax and the scores are recorded."""
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
-    trace = _torch_search(space, params, alpha, leaf_values, "soft", tau=tau, norm=norm, device=device)
+    trace = _torch_search(space, params, alpha, leaf_values, "soft", tau=tau, norm=norm, device=device,
+                          tau_units=tau_units)
     for b in range(B):
         ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
-                        candidate_norm=norm, mode="soft", tau=tau)
+                        candidate_norm=norm, mode="soft", tau=tau, tau_units=tau_units)
         np.testing.assert_allclose(trace.vectors[b].detach().numpy(), ref.trail, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
         got = [(int(trace.tuple_pos[b, k]), int(trace.op_pos[b, k]), int(trace.act_pos[b, k]),
@@ -276,3 +280,18 @@ def test_multi_state_leaves_follow_the_space():
     for b in range(B):
         ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha))
         assert trace.graph(b) == CellGraph(ref.root, "h")
+
+
+@pytest.mark.parametrize("tau_units", ["score", "std"])
+def test_tau_in_std_units_ignores_the_scale_of_the_scores(tau_units):
+    """Scaling the scoring network's output layer by 7 scales every score: the argmax stays,
+    the soft mixture stays only when tau is in units of the scores' spread."""
+    space = _space(4)
+    params, alpha, leaf_values = _case(11, 3, 4, 3, "normal", "random")
+    W1, b1, w2, b2 = alpha
+    base = _torch_search(space, params, alpha, leaf_values, "soft", tau=0.5, tau_units=tau_units)
+    scaled = _torch_search(space, params, (W1, b1, 7 * w2, 7 * b2), leaf_values, "soft", tau=0.5,
+                           tau_units=tau_units)
+    assert torch.equal(base.tuple_pos[:, 0], scaled.tuple_pos[:, 0])
+    same = torch.allclose(base.vectors, scaled.vectors, rtol=1e-10, atol=1e-12)
+    assert same is (tau_units == "std")
