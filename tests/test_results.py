@@ -19,6 +19,7 @@ TABLES = [
     (["--by", "name"], ["planted-rrnn-s?"]),
     (["--by", "name"], ["w5k01-rrnn-s?"]),
     (["--by", "name"], ["planted-m01-rrnn-s?"]),
+    (["--by", "name"], ["planted-m1-rrnn-s?", "planted-std-rrnn-s?"]),
 ]
 
 
