@@ -1,5 +1,6 @@
 """The planted task: seeded data from a hidden teacher cell that reproduces its own targets."""
 
+import dataclasses
 import json
 
 import networkx as nx
@@ -33,16 +34,50 @@ def test_seeded_and_reproducible():
     assert not np.allclose(a.teacher.embedding, c.teacher.embedding)
 
 
+_ACTS = {"sigmoid": _sigmoid, "tanh": np.tanh, "identity": lambda z: z, "one_minus": lambda z: 1 - z}
+
+
+def _literal(expr, values, params):
+    """``u(o(L_r c_i, R_r c_j) + b_r)`` node by node, from the definition (not the backend)."""
+    if isinstance(expr, Leaf):
+        return values[expr]
+    L, R, b = params[expr.tuple]
+    a, c = _literal(expr.left, values, params) @ L.T, _literal(expr.right, values, params) @ R.T
+    return _ACTS[expr.act]((a + c if expr.op == "add" else a * c) + b)
+
+
+def _literal_targets(teacher, tokens):
+    """Each step's class: the readout's argmax on the output state, every state computed
+    literally in the cell's state order (``current`` leaves see the states made before)."""
+    n, steps = tokens.shape
+    prev = {s: np.zeros((n, teacher.p)) for s in teacher.cell.states}
+    classes = []
+    for t in range(steps):
+        values = {Leaf(s, "prev"): v for s, v in prev.items()}
+        values.update({Leaf("x"): teacher.embedding[tokens[:, t]], Leaf("zero", "const"): np.zeros((n, teacher.p))})
+        for g in teacher.cell:
+            values[Leaf(g.state, "current")] = prev[g.state] = _literal(g.root, values, teacher.params)
+        logits = prev[teacher.cell.output.state] @ teacher.readout.T + teacher.readout_bias
+        classes.append(logits.argmax(-1))
+    return np.stack(classes, 1)
+
+
 @pytest.mark.parametrize("kind", ["gru", "lstm", "random"])
-def test_teacher_reproduces_its_targets(kind):
+def test_targets_are_the_teachers_cell_computed_literally(kind):
+    """Every target of every split is the class the teacher's cell gives, each node computed
+    here from its definition; and the literal computation has teeth: a changed tuple changes
+    some targets."""
     d = load_planted(n_train=200, n_val=50, n_test=50, teacher=kind, seed=1)
     assert (d.task, d.metric, d.per_step, d.n_classes) == ("tag", "accuracy", True, 4)
     assert [len(s) for s in d.splits.values()] == [200, 50, 50]
     for split in d.splits.values():
         assert split.targets.shape == split.inputs.shape == (len(split), 10)
-        assert (d.teacher.predict(split.inputs) == split.targets).all()
+        assert (_literal_targets(d.teacher, split.inputs) == split.targets).all()
     # the readout is standardised on train: every class occurs there
     assert (np.bincount(d.train.targets.ravel(), minlength=4) > 0).all()
+    L, R, b = d.teacher.params[1]
+    other = dataclasses.replace(d.teacher, params=(d.teacher.params[0], (L, R, b + 1.0), *d.teacher.params[2:]))
+    assert (_literal_targets(other, d.train.inputs) != d.train.targets).any()
 
 
 def test_gru_teacher_is_the_papers_gru():
