@@ -1,6 +1,6 @@
 """Checkpoints that never lose work and can never run code.
 
-* Writing is atomic (:func:`cellgraph.runs.atomic_write`: temporary file, fsync, rename),
+* Writing is atomic (:func:`cellgraph.files.atomic_write`: temporary file, fsync, rename),
   and the previous checkpoint of the same name is kept as ``NAME.prev.pt``; a Ctrl-C waits
   until the checkpoint, its sidecar and the previous version are all in place.
 * Every checkpoint has a sidecar ``NAME.pt.sha256``; loading verifies it, so a truncated or
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from cellgraph.errors import CellGraphError
-from cellgraph.runs import atomic_write, deferred_interrupt
+from cellgraph.files import atomic_write, deferred_interrupt
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "load_latest"]
 

@@ -63,12 +63,13 @@ from cellgraph.datadir import data_sha256, run_data_dir
 from cellgraph.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node
+from cellgraph.files import write_json
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
 from cellgraph.progress import progress
 from cellgraph.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.jsonio import dump_cell
-from cellgraph.runs import RunDir, write_json
+from cellgraph.runs import RunDir
 from cellgraph.targets import Target, target
 
 __all__ = [

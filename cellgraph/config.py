@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, MODES, TAU_UNITS
 from cellgraph.errors import FormatError
-from cellgraph.runs import read_json
+from cellgraph.files import read_json
 
 if sys.version_info >= (3, 11):
     import tomllib

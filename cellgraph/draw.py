@@ -27,10 +27,10 @@ import graphviz
 from cellgraph import registry
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node, Role
+from cellgraph.files import atomic_write
 from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.layout import Layout
-from cellgraph.runs import atomic_write
-from cellgraph.symbolic import as_multicell, leaf_parts, node_names
+from cellgraph.names import as_multicell, leaf_parts, node_names
 from cellgraph.tree import Tree
 
 __all__ = ["ROLE_COLORS", "VIEWS", "FORMATS", "to_dot", "render"]

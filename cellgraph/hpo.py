@@ -218,7 +218,7 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int | None = Non
 def use_folder(folder: str | Path, name: str) -> Path:
     """Create the study folder, or check that it is ``name``'s: the slot folders under
     ``trials/`` of two studies would collide. ``study.json`` names the owner."""
-    from cellgraph.runs import read_json, write_json
+    from cellgraph.files import read_json, write_json
 
     folder = Path(folder)
     marker = folder / "study.json"
@@ -534,7 +534,7 @@ def _toml_value(value: Any) -> str:
 def write_toml(path: str | Path, config: TrainConfig, header: list[str]) -> None:
     """``config`` as a flat TOML file that ``cellgraph train --config`` reads, without the
     :data:`MACHINE_KEYS`, under ``header`` comment lines."""
-    from cellgraph.runs import atomic_write
+    from cellgraph.files import atomic_write
 
     lines = [f"# {line}" for line in header]
     lines += [f"{key} = {_toml_value(value)}" for key, value in config.to_dict().items() if key not in MACHINE_KEYS]

@@ -33,10 +33,10 @@ import numpy as np
 from cellgraph import registry
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.expr import IMPLIED_ROLES, Expr, Leaf, Node
+from cellgraph.files import atomic_write, read_json
 from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.layout import Layout, TupleSpec
-from cellgraph.runs import atomic_write, read_json
-from cellgraph.symbolic import as_multicell
+from cellgraph.names import as_multicell
 from cellgraph.tree import EDGES, SWAPPED, Tree
 
 __all__ = [

@@ -27,7 +27,8 @@ from typing import Any
 
 from cellgraph.config import load_run_config
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.runs import RunDir, read_json
+from cellgraph.files import read_json
+from cellgraph.runs import RunDir
 
 __all__ = ["METRICS", "RunLog", "metric_name", "structure_summary", "require_field"]
 

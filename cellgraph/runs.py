@@ -9,10 +9,9 @@ A run folder holds::
     checkpoints/     best and last checkpoints (written by the backend, atomically)
     structures/      discovered cells per epoch (canonical forms with counts)
 
-Every whole-file write goes through :func:`atomic_write` (temporary file in the same
-folder, fsync, rename, fsync of the folder), so a killed process leaves either the old or
-the new file, never a torn one; Ctrl-C (SIGINT) waits until a write in progress is done
-(:func:`deferred_interrupt`).
+Every whole-file write goes through :func:`cellgraph.files.atomic_write`, so a killed
+process leaves either the old or the new file, never a torn one; Ctrl-C (SIGINT) waits until
+a write in progress is done (:func:`cellgraph.files.deferred_interrupt`).
 """
 
 from __future__ import annotations
@@ -21,85 +20,17 @@ import json
 import os
 import platform
 import shlex
-import signal
 import sys
-import tempfile
-import threading
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.files import atomic_write, deferred_interrupt, read_json, write_json
 
-__all__ = [
-    "deferred_interrupt", "atomic_write", "write_json", "read_json", "eval_name", "RunDir", "package_versions",
-    "load_run",
-]
+__all__ = ["eval_name", "RunDir", "package_versions", "load_run"]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
-
-
-@contextmanager
-def deferred_interrupt() -> Iterator[None]:
-    """Hold back SIGINT (Ctrl-C) until the block is done, then deliver it: a write in
-    progress finishes before ``KeyboardInterrupt`` is raised. Blocks nest (the outermost
-    delivers); outside the main thread, where Python handles no signals, this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[tuple[int, Any]] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught and callable(previous):
-            previous(*caught[0])
-        elif caught and previous == signal.SIG_DFL:
-            signal.raise_signal(signal.SIGINT)
-
-
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync folder); a
-    Ctrl-C meanwhile takes effect once the file is complete."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
-    with deferred_interrupt():
-        _write_replace(path, data)
-
-
-def _write_replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def write_json(path: str | Path, obj: Any) -> None:
-    atomic_write(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
-
-
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CellGraphError(f"{path}: not valid JSON ({err})") from None
 
 
 def eval_name(split: str, mode: str | None = None, checkpoint: str = "best") -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cellgraph.errors import CellGraphError
+from cellgraph.files import read_json
 from cellgraph.runlog import RunLog, require_field
-from cellgraph.runs import eval_name, read_json
+from cellgraph.runs import eval_name
 
 __all__ = ["summarize", "markdown"]
 

@@ -33,7 +33,6 @@ Example (the paper's GRU)::
 from __future__ import annotations
 
 import operator
-import re
 from functools import reduce
 from typing import Sequence
 
@@ -46,14 +45,12 @@ from sympy.printing.str import StrPrinter
 from cellgraph import registry
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Expr, Leaf, Node, Role
-from cellgraph.graph import CellGraph, MultiCell
+from cellgraph.graph import CellGraph
 from cellgraph.layout import Layout
+from cellgraph.names import CellLike, as_multicell, leaf_parts, node_names, subscripted
 
 __all__ = [
     "P",
-    "as_multicell",
-    "leaf_parts",
-    "node_names",
     "leaf_symbol",
     "tuple_matrices",
     "equations",
@@ -71,59 +68,6 @@ P = sympy.Symbol("p", integer=True, positive=True)
 #: (``applyfunc`` binds a fresh ``Dummy`` each call).
 _Z = sympy.Symbol("z")
 
-_UNIT_VECTOR = re.compile(r"e([0-9]+)")
-
-CellLike = Expr | CellGraph | MultiCell
-
-
-def as_multicell(obj: CellLike) -> MultiCell:
-    """``obj`` as a multi-state cell: an expression is the one state ``h``."""
-    if isinstance(obj, MultiCell):
-        return obj
-    if isinstance(obj, CellGraph):
-        return MultiCell((obj,))
-    if isinstance(obj, Expr):
-        return MultiCell((CellGraph(obj),))
-    raise CellGraphError(f"expected an Expr, CellGraph or MultiCell, got {type(obj).__name__}")
-
-
-def _subscripted(base: str, sub: str) -> str:
-    if not sub:
-        return base
-    return f"{base}_{sub}" if len(sub) == 1 else f"{base}_{{{sub}}}"
-
-
-def leaf_parts(leaf: Leaf) -> tuple[str, str]:
-    """``(base, subscript)`` of a leaf's display name: ``x`` -> ``("x", "t")``,
-    ``h`` -> ``("h", "t-1")``, ``zero`` -> ``("0", "")``, ``e3`` -> ``("e", "3")``."""
-    if leaf.role is Role.DATA or leaf.role is Role.CURRENT:
-        return leaf.name, "t"
-    if leaf.role is Role.PREV:
-        return leaf.name, "t-1"
-    unit = _UNIT_VECTOR.fullmatch(leaf.name)
-    if unit:
-        return "e", unit.group(1)
-    return {"zero": ("0", ""), "one": ("1", "")}.get(leaf.name, (leaf.name, ""))
-
-
-def node_names(cell: CellLike) -> dict[Node, tuple[str, str]]:
-    """``(base, subscript)`` of every generated node: a run's root is its state at ``t``,
-    the others ``c_1, c_2, ...`` in DAG order over the runs (a node shared by two runs
-    keeps its first name)."""
-    names: dict[Node, tuple[str, str]] = {}
-    roots = {g.root: (g.state, "t") for g in as_multicell(cell) if isinstance(g.root, Node)}
-    k = 0
-    for g in as_multicell(cell):
-        for n in g.internal_nodes():
-            if n in names:
-                continue
-            if n in roots:
-                names[n] = roots[n]
-            else:
-                k += 1
-                names[n] = ("c", str(k))
-    return names
-
 
 def leaf_symbol(leaf: Leaf, p: sympy.Expr | int = P) -> MatrixExpr:
     """The ``p x 1`` matrix of a leaf (``ZeroMatrix``/``OneMatrix`` for ``zero``/``one``)."""
@@ -131,7 +75,7 @@ def leaf_symbol(leaf: Leaf, p: sympy.Expr | int = P) -> MatrixExpr:
         return sympy.ZeroMatrix(p, 1)
     if leaf.role is Role.CONST and leaf.name == "one":
         return sympy.OneMatrix(p, 1)
-    return sympy.MatrixSymbol(_subscripted(*leaf_parts(leaf)), p, 1)
+    return sympy.MatrixSymbol(subscripted(*leaf_parts(leaf)), p, 1)
 
 
 def _named_matrix(name: str, rows: sympy.Expr | int, cols: sympy.Expr | int, what: str) -> MatrixExpr:
@@ -206,10 +150,10 @@ def _node_value(n: Node, left: MatrixExpr, right: MatrixExpr, layout: Layout | N
 
 def equations(cell: CellLike, layout: Layout | None = None, p: sympy.Expr | int = P) -> list[sympy.Eq]:
     """One equation ``c_k = u(o(L_r c_i, R_r c_j) + b_r)`` per generated node, children
-    first; right-hand sides refer to earlier nodes by name (see :func:`node_names`). A run
-    whose root is a leaf gives ``state_t = leaf``."""
+    first; right-hand sides refer to earlier nodes by name (see
+    :func:`cellgraph.names.node_names`). A run whose root is a leaf gives ``state_t = leaf``."""
     names = node_names(cell)
-    symbols: dict[Expr, MatrixExpr] = {n: sympy.MatrixSymbol(_subscripted(*nm), p, 1) for n, nm in names.items()}
+    symbols: dict[Expr, MatrixExpr] = {n: sympy.MatrixSymbol(subscripted(*nm), p, 1) for n, nm in names.items()}
     out: list[sympy.Eq] = []
     done: set[Node] = set()
     for g in as_multicell(cell):
@@ -221,7 +165,7 @@ def equations(cell: CellLike, layout: Layout | None = None, p: sympy.Expr | int 
                 rhs = _node_value(e, symbols[e.left], symbols[e.right], layout, p)
                 out.append(sympy.Eq(symbols[e], rhs, evaluate=False))
         if isinstance(g.root, Leaf):
-            state = sympy.MatrixSymbol(_subscripted(g.state, "t"), p, 1)
+            state = sympy.MatrixSymbol(subscripted(g.state, "t"), p, 1)
             out.append(sympy.Eq(state, symbols[g.root], evaluate=False))
     return out
 

@@ -10,7 +10,8 @@ import pytest
 
 from cellgraph.config import PRESETS, TrainConfig, compact, parse_set, preset_conflicts, resolve_config
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.runs import RunDir, atomic_write, read_json
+from cellgraph.files import atomic_write, read_json
+from cellgraph.runs import RunDir
 
 
 def test_layers_apply_in_order(tmp_path):

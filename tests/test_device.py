@@ -32,7 +32,7 @@ from cellgraph.backends.torch_rrnn import RRNN, GRUBaseline, LSTMBaseline
 from cellgraph.cli import main
 from cellgraph.config import TrainConfig, load_run_config
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.runs import read_json
+from cellgraph.files import read_json
 
 TINY = dict(task="planted", hidden_size=8, scoring_hidden=8, n_iterations=3, seq_len=5, batch_size=4,
             max_eval=8, log_structures=4, num_threads=1, epochs=1)

@@ -4,7 +4,7 @@ Every file the project reads is fuzzed through its loader: cell documents
 (:mod:`cellgraph.jsonio`), config TOML, ``--set`` items and presets (:mod:`cellgraph.config`),
 SST trees, PTB and enwik8 text (:mod:`cellgraph.data_text`), GloVe vectors
 (:mod:`cellgraph.glove`), checkpoints (:mod:`cellgraph.backends.torch_checkpoint`), JSON
-(:func:`cellgraph.runs.read_json`) and run folders (:class:`cellgraph.runlog.RunLog`). Each
+(:func:`cellgraph.files.read_json`) and run folders (:class:`cellgraph.runlog.RunLog`). Each
 starts from valid inputs built here and mutates them (bytes flipped, set, deleted, inserted,
 duplicated, truncated; JSON fields replaced by values of other types, deleted or added), or
 feeds random bytes. A loader may accept the input or raise :class:`CellGraphError` whose
@@ -45,9 +45,9 @@ from cellgraph.cli import build_parser, main
 from cellgraph.config import PRESETS, parse_set, resolve_config
 from cellgraph.data_text import load_ptb, load_sst, load_wiki, parse_sst_tree
 from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.files import read_json
 from cellgraph.glove import load_glove
 from cellgraph.runlog import RunLog
-from cellgraph.runs import read_json
 from cellgraph.targets import target
 
 FAST_EXAMPLES = 150

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from cellgraph.cli import main
-from cellgraph.runs import RunDir, write_json
+from cellgraph.files import write_json
+from cellgraph.runs import RunDir
 from cellgraph.runlog import RunLog, structure_summary
 from cellgraph.targets import target
 

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     from cellgraph.backend import training_backend
     from cellgraph.config import load_run_config
-    from cellgraph.runs import eval_name, write_json
+    from cellgraph.files import write_json
+    from cellgraph.runs import eval_name
 
     config = load_run_config(Path(args.run) / "config.json")  # bad settings: an error naming the file and key
     result = training_backend(args.backend or config.backend).evaluate_run(args.run, args.split, args.checkpoint,

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cellgraph.runs import write_json
+    from cellgraph.files import write_json
     from cellgraph.summary import markdown, summarize
 
     import sys

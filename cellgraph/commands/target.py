@@ -76,7 +76,7 @@ def emit(args: argparse.Namespace, subject, stem: str) -> int:
     if args.output is None:
         print(text)
         return 0
-    from cellgraph.runs import atomic_write
+    from cellgraph.files import atomic_write
 
     atomic_write(args.output, (text + "\n").encode())
     print(args.output)

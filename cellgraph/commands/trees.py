@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     from cellgraph.errors import CellGraphError
     from cellgraph.runlog import RunLog
-    from cellgraph.runs import write_json
+    from cellgraph.files import write_json
 
     log = RunLog.load(args.run)
     logs = log.structures()
