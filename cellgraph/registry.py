@@ -15,19 +15,23 @@ are looked up here. Each entry carries
 Users extend the sets with :func:`register_activation` and :func:`register_op`; inside a
 ``with scoped():`` block (or a function decorated ``@scoped()``) the registrations last until
 the block ends.
+
+The built-ins' symbolic forms import sympy when first called, so that importing the registry
+(and with it ``cellgraph``, its drawings and its JSON files) does not import sympy.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import numpy as np
-import sympy
-from sympy.matrices.expressions import MatrixExpr
 
 from cellgraph.errors import CellGraphError
+
+if TYPE_CHECKING:
+    from sympy.matrices.expressions import MatrixExpr
 
 __all__ = [
     "Activation",
@@ -41,8 +45,8 @@ __all__ = [
     "op_names",
 ]
 
-SympyUnary = Callable[[MatrixExpr], MatrixExpr]
-SympyBinary = Callable[[MatrixExpr, MatrixExpr], MatrixExpr]
+SympyUnary = Callable[["MatrixExpr"], "MatrixExpr"]
+SympyBinary = Callable[["MatrixExpr", "MatrixExpr"], "MatrixExpr"]
 
 
 @dataclass(frozen=True)
@@ -145,12 +149,38 @@ def op_names() -> tuple[str, ...]:
 
 # --- built-ins -------------------------------------------------------------------------
 
-_sigma = sympy.Function("sigma")
-_relu = sympy.Function("relu")
+
+def _sympy_sigmoid(v: MatrixExpr) -> MatrixExpr:
+    import sympy
+
+    return v.applyfunc(sympy.Function("sigma"))
 
 
-def _ones_like(v: MatrixExpr) -> MatrixExpr:
-    return sympy.OneMatrix(*v.shape)
+def _sympy_tanh(v: MatrixExpr) -> MatrixExpr:
+    import sympy
+
+    return v.applyfunc(sympy.tanh)
+
+
+def _sympy_one_minus(v: MatrixExpr) -> MatrixExpr:
+    import sympy
+
+    return sympy.OneMatrix(*v.shape) - v
+
+
+def _sympy_relu(v: MatrixExpr) -> MatrixExpr:
+    import sympy
+
+    return v.applyfunc(sympy.Function("relu"))
+
+
+def _sympy_hadamard(a: MatrixExpr, b: MatrixExpr) -> MatrixExpr:
+    """``HadamardProduct(a, b)``, not ``hadamard_product(a, b)``: the latter sorts the
+    operands, and an export must keep a discovered cell as built; compare via
+    ``symbolic.canonical`` (docs/paper-notes.md, *Symbolic export and canonical forms*)."""
+    import sympy
+
+    return sympy.HadamardProduct(a, b)
 
 
 def _np_sigmoid(z: np.ndarray) -> np.ndarray:
@@ -164,14 +194,14 @@ def _np_sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 register_activation(
-    Activation("sigmoid", lambda v: v.applyfunc(_sigma), {"numpy": _np_sigmoid}, 0.25, r"\sigma")
+    Activation("sigmoid", _sympy_sigmoid, {"numpy": _np_sigmoid}, 0.25, r"\sigma")
 )
 register_activation(
-    Activation("tanh", lambda v: v.applyfunc(sympy.tanh), {"numpy": np.tanh}, 1.0, r"\tanh")
+    Activation("tanh", _sympy_tanh, {"numpy": np.tanh}, 1.0, r"\tanh")
 )
 register_activation(
     Activation(
-        "one_minus", lambda v: _ones_like(v) - v, {"numpy": lambda z: 1.0 - z}, 1.0, r"1-\cdot"
+        "one_minus", _sympy_one_minus, {"numpy": lambda z: 1.0 - z}, 1.0, r"1-\cdot"
     )
 )
 register_activation(
@@ -179,13 +209,10 @@ register_activation(
 )
 register_activation(
     Activation(
-        "relu", lambda v: v.applyfunc(_relu), {"numpy": lambda z: np.maximum(z, 0.0)}, 1.0,
+        "relu", _sympy_relu, {"numpy": lambda z: np.maximum(z, 0.0)}, 1.0,
         r"\mathrm{relu}",
     )
 )
 
 register_op(Op("add", True, lambda a, b: a + b, {"numpy": np.add}, "+"))
-# HadamardProduct(a, b), not hadamard_product(a, b): the latter sorts the operands, and an
-# export must keep a discovered cell as built; compare via symbolic.canonical
-# (docs/paper-notes.md, *Symbolic export and canonical forms*).
-register_op(Op("mul", True, lambda a, b: sympy.HadamardProduct(a, b), {"numpy": np.multiply}, "⊙"))
+register_op(Op("mul", True, _sympy_hadamard, {"numpy": np.multiply}, "⊙"))

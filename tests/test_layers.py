@@ -1,6 +1,8 @@
 """Imports go one way: the core (``cellgraph`` but its command line) imports neither torch nor
 the backends, the proofs, the benchmarks or the command line, not even inside a function;
-everything it needs from a backend it finds by name (:func:`cellgraph.backend.backend`)."""
+everything it needs from a backend it finds by name (:func:`cellgraph.backend.backend`). The
+drawings, the JSON files and file writing import no sympy (only the symbolic export needs
+it) and the drawings and JSON files no run folders."""
 
 from __future__ import annotations
 
@@ -52,3 +54,21 @@ def test_importing_every_core_module_leaves_torch_unimported():
     code = f"import sys, {', '.join(modules)}; assert 'torch' not in sys.modules, 'torch was imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+#: Modules that read and write cells and files but export nothing to sympy.
+WITHOUT_SYMPY = ("draw", "jsonio", "files", "names")
+
+
+def test_drawings_and_json_files_leave_sympy_unimported():
+    modules = ", ".join(f"cellgraph.{name}" for name in WITHOUT_SYMPY)
+    code = f"import sys, {modules}; assert 'sympy' not in sys.modules, 'sympy was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", ["draw", "jsonio"])
+def test_drawings_and_json_files_import_neither_run_folders_nor_the_sympy_export(name):
+    wrong = [f"line {line}: {module}" for line, module in imported(PACKAGE / f"{name}.py")
+             if module.split(".")[:2] in (["cellgraph", "runs"], ["cellgraph", "symbolic"])]
+    assert not wrong, f"{name}.py imports " + ", ".join(wrong)
