@@ -25,9 +25,10 @@ __all__ = ["DEMO_MODELS", "run_demo"]
 
 #: model -> settings on top of the shared demo settings
 DEMO_MODELS: dict[str, dict[str, Any]] = {
-    # the settings under which the argmax cells agree with the trained mixture (RESULTS.md)
+    # the settings under which the argmax cells agree with the trained mixture on planted
+    # (RESULTS.md, "Temperature in units of the score spread")
     "rrnn": {"n_iterations": 9, "scoring_hidden": 32, "mode": "soft", "lr": 3e-3,
-             "candidate_norm": "sample", "tau_end": 0.01},
+             "candidate_norm": "sample", "tau_end": 0.01, "tau_units": "std", "lambda_margin": 0.1},
     "rrnn-gru": {"scoring_hidden": 16, "mode": "soft", "lr": 3e-3, "alternate_every": 2, "tau_end": 0.1},
     "gru": {"lr": 3e-3},
 }
