@@ -20,7 +20,12 @@ Corrected construction (the ``lstm`` target): run 2 gets the tuple ``(W_o, W_o',
 sigmoid and ``N = 3`` (``o_t``, ``tanh(c_t + 0)``, their product). With the corrected
 Lemma 1 scoring per run (:mod:`cellgraph.proofs.expressibility`), the reference
 ``search_cell`` reproduces the equations above within ``1e-12`` and, with the ``lstm_torch``
-target and copied weights, ``torch.nn.LSTMCell`` within ``1e-10`` (float64).
+target and copied weights, ``torch.nn.LSTMCell`` within ``1e-10`` (float64). As for Theorem GRU
+(:mod:`cellgraph.proofs.gru_theorem`), the tree count can fail only when the construction does
+not steer Algorithm 2 (a tie), never through a wrong target tree, which only the comparison of
+the states can reject; the negative control builds alpha for the ``lstm`` tree with
+``h_t = o_t * sigma(c_t)`` (run 2's tanh replaced by sigmoid) and passes only when Algorithm 2
+builds that tree and the equations reject it on every draw.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from cellgraph.proofs.gru_theorem import (
     Draw,
     cell_tuples,
     check_target,
+    negative_control,
     outcome,
     random_tuples,
     torch_cell,
+    with_activation,
 )
-from cellgraph.proofs.report import Outcome, Result, timed
+from cellgraph.proofs.report import Outcome, Result, joined, timed
 from cellgraph.targets import target
 
 __all__ = ["lstm_equations", "paper_second_run_trees", "check"]
@@ -107,10 +114,10 @@ def _literal(rng: np.random.Generator, p: int = 4, batch: int = 16) -> tuple[Out
 
 
 @timed
-def check(seed: int = 0, n_draws: int = 50) -> Result:
+def check(seed: int = 0, n_draws: int = 50, n_controls: int = 4) -> Result:
     """Literal: exhaustive search of the paper's second run. Corrected: the ``lstm`` target on
     ``n_draws`` draws against the equations, ``lstm_torch`` on ``n_draws`` draws against
-    ``torch.nn.LSTMCell``."""
+    ``torch.nn.LSTMCell``, the negative control on ``n_controls`` draws against the equations."""
     import torch
 
     rng = np.random.default_rng([seed, 4])
@@ -120,8 +127,8 @@ def check(seed: int = 0, n_draws: int = 50) -> Result:
     def leaves(p: int) -> dict:
         return {x: rng.normal(size=p), h: rng.uniform(-1.0, 1.0, size=p), c: rng.normal(size=p)}
 
-    def paper_draws() -> Iterator[Draw]:
-        for k in range(n_draws):
+    def paper_draws(n: int) -> Iterator[Draw]:
+        for k in range(n):
             p = P_VALUES[k % len(P_VALUES)]
             values, params = leaves(p), random_tuples(rng, lstm, p)
             yield p, values, params, lstm_equations(values[x], values[h], values[c], params)
@@ -135,22 +142,26 @@ def check(seed: int = 0, n_draws: int = 50) -> Result:
                                 (torch.from_numpy(values[h])[None], torch.from_numpy(values[c])[None]))
             yield p, values, cell_tuples("lstm_torch", cell), {"c": c_t[0].numpy(), "h": h_t[0].numpy()}
 
-    paper_evidence, paper_failures = check_target(lstm, paper_draws(), 1e-12)
+    paper_evidence, paper_failures = check_target(lstm, paper_draws(n_draws), 1e-12)
     torch_evidence, torch_failures = check_target(lstm_torch, torch_draws(), 1e-10)
+    control, control_evidence = negative_control(with_activation(lstm, "h", "tanh", "sigmoid"),
+                                                 paper_draws(n_controls), 1e-12)
     paper = outcome("lstm (run 2 with (W_o, W_o', b_o), sigmoid, N=3): trees and c_t, h_t = equations",
                     paper_evidence, paper_failures)
     torched = outcome("lstm_torch = torch.nn.LSTMCell", torch_evidence, torch_failures)
     evidence.update({
         "draws": paper_evidence["draws"] + torch_evidence["draws"],
         "trees_isomorphic": paper_evidence["trees_isomorphic"] + torch_evidence["trees_isomorphic"],
+        "values_match": paper_evidence["values_match"] + torch_evidence["values_match"],
         "worst_error_equations": paper_evidence["worst_error"],
         "worst_error_torch": torch_evidence["worst_error"],
+        **control_evidence,
     })
     return Result(
         name="lstm",
         title="Theorem LSTM (Algorithm 2 applied twice generates the LSTM equations)",
         literal=literal,
-        corrected=Outcome(paper.holds and torched.holds, f"{paper.summary}; {torched.summary}"),
+        corrected=joined(paper, torched, control),
         erratum="erratum 2",
         evidence=evidence,
         counterexample=example,

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-__all__ = ["Outcome", "Result", "timed", "format_table", "to_json", "exit_code"]
+__all__ = ["Outcome", "joined", "Result", "timed", "format_table", "to_json", "exit_code"]
 
 Evidence = dict[str, float | int | str]
 
@@ -37,6 +37,11 @@ class Outcome:
     @property
     def label(self) -> str:
         return "holds" if self.holds else "FAILS"
+
+
+def joined(*outcomes: Outcome) -> Outcome:
+    """One outcome for several checks of one statement: holds when every one holds."""
+    return Outcome(all(o.holds for o in outcomes), "; ".join(o.summary for o in outcomes))
 
 
 @dataclass

@@ -12,6 +12,7 @@ pytest.importorskip("torch", reason="the proofs measure Jacobians with torch.aut
 
 from cellgraph import CellGraphError, Node, target  # noqa: E402
 from cellgraph import registry  # noqa: E402
+from cellgraph.algorithms.canonical import isomorphic  # noqa: E402
 from cellgraph.cli import main  # noqa: E402
 from cellgraph.expr import h, x  # noqa: E402
 from cellgraph.proofs import (  # noqa: E402
@@ -76,25 +77,59 @@ def test_lemma1_rejects_equal_vectors():
 
 
 # --- expressibility -----------------------------------------------------------------------
+def assert_control_rejects_wrong_tree(evidence: dict, n: int) -> None:
+    """The negative control: Algorithm 2 built the wrong tree on every draw (the tree count
+    cannot see it) and the comparison of the states rejected it on every draw."""
+    assert evidence["control_draws"] == evidence["control_built"] == evidence["control_rejected"] == n
+
+
 def test_gru_theorem_holds():
-    result = gru_theorem.check(seed=0, n_draws=4)
+    result = gru_theorem.check(seed=0, n_draws=4, n_controls=2)
     assert_holds_as_stated(result)
-    assert result.evidence["trees_isomorphic"] == 4
+    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == 4
     assert result.evidence["worst_error"] <= 1e-12
+    assert_control_rejects_wrong_tree(result.evidence, 2)
+    assert "negative control" in result.literal.summary
 
 
 def test_gru_torch_matches_torch_gru_cell():
-    result = gru_theorem.check_torch(seed=1, n_draws=4)
+    result = gru_theorem.check_torch(seed=1, n_draws=4, n_controls=2)
     assert_holds_as_stated(result)
     assert result.evidence["worst_error"] <= 1e-10
+    assert_control_rejects_wrong_tree(result.evidence, 2)
+
+
+def test_negative_control_detects_a_wrong_tree_and_only_a_wrong_one():
+    """alpha built for the GRU with h~ through sigmoid: Algorithm 2 builds that tree (so the
+    tree count passes) and the equations reject it; with the true tree the control fails."""
+    tgt = target("gru")
+    rng = np.random.default_rng(3)
+
+    def draws(n):
+        for p in (1, 5)[:n]:
+            leaves = {x: rng.normal(size=p), h: rng.uniform(-1, 1, size=p)}
+            params = gru_theorem.random_tuples(rng, tgt, p)
+            yield p, leaves, params, {"h": gru_theorem.gru_equations(leaves[x], leaves[h], params)}
+
+    wrong = gru_theorem.with_activation(tgt, "h", "tanh", "sigmoid")
+    assert [n.act for n in wrong.graph.internal_nodes()].count("tanh") == 0
+    assert not isomorphic(wrong.graph.root, tgt.graph.root, tgt.layout)
+    control, evidence = gru_theorem.negative_control(wrong, draws(2), 1e-12)
+    assert control.holds, control.summary
+    assert_control_rejects_wrong_tree(evidence, 2)
+    true_tree, evidence = gru_theorem.negative_control(tgt, draws(2), 1e-12)
+    assert not true_tree.holds and evidence["control_rejected"] == 0
+    with pytest.raises(CellGraphError, match="no node with activation"):
+        gru_theorem.with_activation(tgt, "h", "relu", "tanh")
 
 
 def test_lstm_literal_fails_exhaustively_and_corrected_matches_equations_and_torch():
-    result = lstm_theorem.check(seed=0, n_draws=4)
+    result = lstm_theorem.check(seed=0, n_draws=4, n_controls=2)
     assert_erratum_reproduced(result)
     assert result.evidence["second_run_trees"] == 4500
     assert result.evidence["closest_error"] > 1e-3
-    assert result.evidence["trees_isomorphic"] == 8
+    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == 8
+    assert_control_rejects_wrong_tree(result.evidence, 2)
     assert result.evidence["worst_error_equations"] <= 1e-12
     assert result.evidence["worst_error_torch"] <= 1e-10
 
