@@ -192,6 +192,12 @@ def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds():
                         rel_tol=1e-6)
     assert result.evidence["violations"] == 0
     assert result.evidence["max_jacobian_tight_corrected"] < 1.0
+    # negative control: the literal threshold makes every shape explode under the same measurement
+    assert result.evidence["shapes_exploding_under_literal_theta"] == 8
+    # the Algorithm 2 cells sit at the threshold, not far under it
+    assert result.evidence["max_factor_over_theta_search_cells"] > 0.99
+    assert result.evidence["steps_without_condition"] > 0
+    assert result.evidence["max_jacobian_search_cells"] > 0.1  # 0.059 before they were raised to it
 
 
 def test_thresholds_and_trees_from_depths():
