@@ -451,91 +451,130 @@ class _Epoch:
         return _Epoch(**{**fields, "choices": None if restored is None else restored.to(choices.device)})
 
 
-def _train_epoch(model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
+class _EpochLoop:
+    """One training epoch: the batches in the epoch's seeded order, each step forward,
+    backward, clip and update; a non-finite step is skipped and ``config.max_bad_steps`` of
+    them in a row stop the run; running sums stay on the device; a mid-epoch checkpoint every
+    ``config.checkpoint_minutes`` (single process only). :meth:`run` gives the epoch's record.
+    """
+
+    def __init__(self, model: TaskModel, dataset: Dataset, config: TrainConfig,
                  optimizer: torch.optim.Optimizer, loss_fn: RRNNLoss, targets, dist: Distributed,
-                 log: Log, started: float, resumed: dict[str, Any] | None = None,
-                 save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Train epoch ``state.epoch + 1`` (from the step of the mid-epoch checkpoint ``resumed``,
-    when given) and return its record. ``started``: the ``time.perf_counter()`` the epoch
-    counts from (earlier by the time a resumed epoch had already taken). ``save`` receives
-    the :class:`_Epoch` state every ``config.checkpoint_minutes`` (single process only)."""
-    epoch = state.epoch + 1
-    phase = _phase(config, epoch)
-    _set_phase(model, phase)
-    model.train()
-    # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
-    objective = dist.wrap(_Objective(model, loss_fn, targets, config.amp), find_unused=not loss_fn.weights["l2"])
-    order = epoch_order(config.seed, epoch, len(dataset.train))
-    parts, factors = zip(*_shares(order, config.batch_size, dist))
-    params = list(model.parameters())
-    clip = config.clip if config.clip > 0 else math.inf
-    choices = None
-    if model.model_name == "rrnn-gru":
-        shape = (len(dataset.train), dataset.seq_len, len(model.core.cell.choosing_nodes))
-        choices = torch.full(shape, -1, dtype=torch.int16, device=_device_of(model))
-    ep = _Epoch.of(resumed, choices)
-    saved_at = time.perf_counter()
-    every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
-    bar = progress(len(parts), f"epoch {epoch}", dist.writes)
-    bar.update(ep.step)
-    batches = _batches(dataset.train, parts[ep.step:], _device_of(model))
-    for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors[ep.step:]), ep.step + 1):
-        model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
-        out = objective(tokens, gold, factor)
-        if ep.choices is not None and factor:
-            ep.choices[index] = out.choices.to(ep.choices.dtype)
-        optimizer.zero_grad(set_to_none=True)
+                 log: Log) -> None:
+        self.model, self.dataset, self.config, self.optimizer = model, dataset, config, optimizer
+        self.loss_fn, self.targets, self.dist, self.log = loss_fn, targets, dist, log
+        self.params = list(model.parameters())
+        self.clip = config.clip if config.clip > 0 else math.inf
+
+    def run(self, state: _State, started: float, resumed: dict[str, Any] | None = None,
+            save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Train epoch ``state.epoch + 1`` (from the step of the mid-epoch checkpoint
+        ``resumed``, when given) and return its record. ``started``: the
+        ``time.perf_counter()`` the epoch counts from (earlier by the time a resumed epoch had
+        already taken). ``save`` receives the :class:`_Epoch` state."""
+        model, config, dist = self.model, self.config, self.dist
+        epoch = state.epoch + 1
+        phase = _phase(config, epoch)
+        _set_phase(model, phase)
+        model.train()
+        # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
+        objective = dist.wrap(_Objective(model, self.loss_fn, self.targets, config.amp),
+                              find_unused=not self.loss_fn.weights["l2"])
+        parts, factors = zip(*_shares(epoch_order(config.seed, epoch, len(self.dataset.train)),
+                                      config.batch_size, dist))
+        ep = _Epoch.of(resumed, self._empty_choices())
+        saved_at = time.perf_counter()
+        every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
+        bar = progress(len(parts), f"epoch {epoch}", dist.writes)
+        bar.update(ep.step)
+        batches = _batches(self.dataset.train, parts[ep.step:], _device_of(model))
+        for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors[ep.step:]), ep.step + 1):
+            model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
+            out = objective(tokens, gold, factor)
+            if ep.choices is not None and factor:
+                ep.choices[index] = out.choices.to(ep.choices.dtype)
+            finite = self._update(out)
+            bar.update()
+            ep.step = step
+            if not finite:
+                self._skip(ep, epoch, out, bar)
+                continue
+            ep.good, ep.bad_in_row = ep.good + 1, 0
+            if factor:  # not a stand-in sample (_shares)
+                _accumulate(ep, out, factor)
+            self._show(bar, ep)
+            if time.perf_counter() - saved_at >= every and step < len(parts):
+                save(ep.saved(time.perf_counter() - started))
+                saved_at = time.perf_counter()
+        bar.close()
+        return self._record(ep, state, epoch, phase)
+
+    def _empty_choices(self) -> Tensor | None:
+        """rrnn-gru: ``(samples, steps, choosing nodes)`` tuple choices, -1 until made."""
+        if self.model.model_name != "rrnn-gru":
+            return None
+        shape = (len(self.dataset.train), self.dataset.seq_len, len(self.model.core.cell.choosing_nodes))
+        return torch.full(shape, -1, dtype=torch.int16, device=_device_of(self.model))
+
+    def _update(self, out: _Step) -> bool:
+        """Backward, clip and, where every rank's loss and gradient norm are finite, the
+        optimizer step (jointly: every rank updates or none); the step's one device read."""
+        self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()  # every rank: a non-finite loss gives non-finite gradients (DDP averages them)
-        norm = torch.nn.utils.clip_grad_norm_(params, clip)
-        # jointly, every rank or none updates; the step's one read from the device
-        finite = dist.all(torch.isfinite(out.loss) & torch.isfinite(norm))
-        bar.update()
-        ep.step = step
-        if not finite:
-            ep.skipped, ep.bad_in_row = ep.skipped + 1, ep.bad_in_row + 1
-            value = float(out.terms.total.detach())
-            where = f" on rank 0 of {dist.world_size}" if dist.active else ""
-            log(f"epoch {epoch}, step {step}: non-finite loss or gradient ({value}{where}); "
-                f"step skipped ({ep.bad_in_row} in a row)")
-            if ep.bad_in_row >= config.max_bad_steps:
-                bar.close()
-                raise TrainingStopped(
-                    f"training stopped at epoch {epoch}, step {step}: {ep.bad_in_row} non-finite losses "
-                    f"in a row (max_bad_steps={config.max_bad_steps}); the last good checkpoint "
-                    f"(epoch {state.epoch}) is intact")
-            continue
-        optimizer.step()
-        ep.good, ep.bad_in_row = ep.good + 1, 0
-        if factor:  # not a stand-in sample (_shares)
-            _accumulate(ep, out, factor)
-        if not bar.disable and ep.n:  # the running means are read from the device only when shown
-            total, shown_nats, shown_correct = _host([ep.sums["total"], ep.nats, ep.correct])
-            bar.set_postfix(loss=f"{total / ep.good:.4f}",
-                            **{dataset.metric: f"{_metric(dataset, shown_nats / ep.n, shown_correct, ep.n):.4f}"})
-        if time.perf_counter() - saved_at >= every and step < len(parts):
-            save(ep.saved(time.perf_counter() - started))
-            saved_at = time.perf_counter()
-    bar.close()
-    # over the ranks: the factors make sum / world_size each global batch's mean (share())
-    nats, correct, n, *totals = dist.sum(_host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
-    sums = {key: total / dist.world_size for key, total in zip(ep.sums, totals)}
-    record: dict[str, Any] = {
-        "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
-        "phase": phase, "bad_steps": ep.skipped,
-    }
-    tau = tau_at(config, epoch / config.epochs)
-    if model.structured and config.tau_end:
-        record["tau"] = tau
-    model.set_tau(tau)  # evaluation: the temperature reached
-    for key in TERMS:  # the weighted terms of Eq. 5, each the epoch mean over its steps
-        record[f"loss_{key}"] = sums[key] / ep.good if ep.good and loss_fn.weights[key] else None
-    record["loss_total"] = sums["total"] / ep.good if ep.good else None
-    if ep.choices is not None:
-        choices = dist.max(ep.choices)  # each rank filled its own samples' rows, -1 elsewhere
-        record["n_e"] = None if state.choices is None else int((choices != state.choices).sum())
-        state.choices = choices
-    state.bad_steps += ep.skipped
-    return record
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        finite = self.dist.all(torch.isfinite(out.loss) & torch.isfinite(norm))
+        if finite:
+            self.optimizer.step()
+        return finite
+
+    def _skip(self, ep: _Epoch, epoch: int, out: _Step, bar) -> None:
+        """Count a skipped step, say so, and stop the run after too many in a row."""
+        ep.skipped, ep.bad_in_row = ep.skipped + 1, ep.bad_in_row + 1
+        value = float(out.terms.total.detach())
+        where = f" on rank 0 of {self.dist.world_size}" if self.dist.active else ""
+        self.log(f"epoch {epoch}, step {ep.step}: non-finite loss or gradient ({value}{where}); "
+                 f"step skipped ({ep.bad_in_row} in a row)")
+        if ep.bad_in_row >= self.config.max_bad_steps:
+            bar.close()
+            raise TrainingStopped(
+                f"training stopped at epoch {epoch}, step {ep.step}: {ep.bad_in_row} non-finite losses "
+                f"in a row (max_bad_steps={self.config.max_bad_steps}); the last good checkpoint "
+                f"(epoch {epoch - 1}) is intact")
+
+    def _show(self, bar, ep: _Epoch) -> None:
+        """The running loss and metric on the progress bar (read from the device only when shown)."""
+        if bar.disable or not ep.n:
+            return
+        total, nats, correct = _host([ep.sums["total"], ep.nats, ep.correct])
+        metric = self.dataset.metric
+        bar.set_postfix(loss=f"{total / ep.good:.4f}",
+                        **{metric: f"{_metric(self.dataset, nats / ep.n, correct, ep.n):.4f}"})
+
+    def _record(self, ep: _Epoch, state: _State, epoch: int, phase: str) -> dict[str, Any]:
+        """The epoch's record: train metric, phase, skipped steps, tau reached, each weighted
+        term of Eq. 5 as its mean over the good steps, and rrnn-gru's ``n_e``; ``state`` takes
+        the epoch's choices and skipped steps."""
+        model, config, dist, dataset = self.model, self.config, self.dist, self.dataset
+        # over the ranks: the factors make sum / world_size each global batch's mean (share())
+        nats, correct, n, *totals = dist.sum(_host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
+        sums = {key: total / dist.world_size for key, total in zip(ep.sums, totals)}
+        record: dict[str, Any] = {
+            "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
+            "phase": phase, "bad_steps": ep.skipped,
+        }
+        tau = tau_at(config, epoch / config.epochs)
+        if model.structured and config.tau_end:
+            record["tau"] = tau
+        model.set_tau(tau)  # evaluation: the temperature reached
+        for key in TERMS:
+            record[f"loss_{key}"] = sums[key] / ep.good if ep.good and self.loss_fn.weights[key] else None
+        record["loss_total"] = sums["total"] / ep.good if ep.good else None
+        if ep.choices is not None:
+            choices = dist.max(ep.choices)  # each rank filled its own samples' rows, -1 elsewhere
+            record["n_e"] = None if state.choices is None else int((choices != state.choices).sum())
+            state.choices = choices
+        state.bad_steps += ep.skipped
+        return record
 
 
 def _accumulate(ep: _Epoch, out: _Step, factor: float) -> None:
@@ -686,12 +725,12 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
             write_json(run.path / "structures" / "epoch_000.json", initial)
             board.epoch({"epoch": 0}, initial)
     metric = dataset.metric
+    loop = _EpochLoop(model, dataset, config, optimizer, loss_fn, targets, dist, log)
     while state.epoch < config.epochs and not (config.patience and state.bad_epochs >= config.patience):
         start = time.perf_counter() - (within["seconds"] if within else 0.0)
         save = (lambda done: save_checkpoint(last, _checkpoint(model, optimizer, state, done))) \
             if dist.writes else None
-        record = _train_epoch(model, dataset, config, state, optimizer, loss_fn, targets, dist, log,
-                              start, within, save)
+        record = loop.run(state, start, within, save)
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
         record[f"val_{metric}"] = evaluate(model, dataset, "val", config, dist)[metric]

@@ -250,9 +250,9 @@ def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]])
         config, dataset, net, targets = _setup(model, device, n_train=4 * steps)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
         with count() as events:
-            torch_train._train_epoch(net, dataset, config, torch_train._State(), optimizer,
-                                     torch_train._loss(config), targets, Distributed(), print,
-                                     time.perf_counter())
+            loop = torch_train._EpochLoop(net, dataset, config, optimizer, torch_train._loss(config),
+                                          targets, Distributed(), print)
+            loop.run(torch_train._State(), time.perf_counter())
         recorded[steps] = list(events)
     return (len(recorded[5]) - len(recorded[2])) / 3, recorded[5]
 
