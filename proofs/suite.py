@@ -2,7 +2,8 @@
 
 Each statement is a function ``check(seed) -> Result`` (:mod:`cellgraph.proofs.report`) in a
 module of :mod:`cellgraph.proofs`; its other arguments (numbers of draws, cells, steps)
-default to the sizes of the full run. Modules are imported on use (they import torch).
+default to the sizes of the full run, and :data:`QUICK` gives reduced ones (``cellgraph prove
+--quick``, the default test suite). Modules are imported on use (they import torch).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Sequence
 from cellgraph.errors import CellGraphError
 from cellgraph.proofs.report import Result
 
-__all__ = ["STATEMENTS", "statement", "run"]
+__all__ = ["STATEMENTS", "QUICK", "statement", "run"]
 
 #: name -> ``module:function`` in :mod:`cellgraph.proofs`.
 STATEMENTS: dict[str, str] = {
@@ -26,6 +27,18 @@ STATEMENTS: dict[str, str] = {
     "exploding": "exploding:check",
 }
 
+#: name -> the reduced sizes of ``cellgraph prove --quick``: every statement with every check
+#: (negative controls included), on fewer draws, sets, shapes and cells and smaller trees.
+QUICK: dict[str, dict[str, int]] = {
+    "lemma1": {"n_sets": 100},
+    "gru": {"n_draws": 4, "n_controls": 2},
+    "gru_torch": {"n_draws": 4, "n_controls": 2},
+    "lstm": {"n_draws": 4, "n_controls": 2},
+    "lemma2": {"max_internal": 8},
+    "vanishing": {"n_search_cells": 1},
+    "exploding": {"n_shapes": 8, "n_search_cells": 1, "T": 30},
+}
+
 
 def statement(name: str) -> Callable[..., Result]:
     """The check function of statement ``name``."""
@@ -35,9 +48,10 @@ def statement(name: str) -> Callable[..., Result]:
     return getattr(importlib.import_module(f"cellgraph.proofs.{module}"), function)
 
 
-def run(names: Sequence[str] | None = None, seed: int = 0) -> list[Result]:
-    """Run the statements ``names`` (all when ``None``) with ``seed``, in catalogue order."""
+def run(names: Sequence[str] | None = None, seed: int = 0, quick: bool = False) -> list[Result]:
+    """Run the statements ``names`` (all when ``None``) with ``seed``, in catalogue order, at
+    the full sizes or, with ``quick``, at :data:`QUICK`'s."""
     wanted = set(names or STATEMENTS)
     for name in wanted:
         statement(name)  # unknown names fail before anything runs
-    return [statement(name)(seed) for name in STATEMENTS if name in wanted]
+    return [statement(name)(seed, **(QUICK[name] if quick else {})) for name in STATEMENTS if name in wanted]

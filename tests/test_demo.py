@@ -1,20 +1,35 @@
-"""`cellgraph demo --quick`: every step runs and reports where its output went."""
+"""`cellgraph demo --quick`: every step runs and reports where its output went. The full demo
+(minutes) is in the slow suite (`pytest -m slow`)."""
+
+import pytest
 
 from cellgraph.cli import main
+
+
+def assert_every_step_ran(out: str, folder) -> None:
+    for step in range(1, 6):
+        assert f"[{step}/5]" in out
+    assert "rrnn-gru" in out and "val acc" in out
+    for model in ("rrnn", "rrnn-gru", "gru"):
+        assert (folder / "runs" / model / "final.json").exists()
+    assert (folder / "plots" / "learning_curves.png").exists()
+    assert any((folder / name).exists() for name in ("discovered_cell.svg", "discovered_cell.dot"))
+    assert "c_1 = " in out or "h_t = " in out
+    assert "negative control" in out  # step 1 runs the proofs' checks, controls included
 
 
 def test_quick_demo_runs_every_step(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CELLGRAPH_NO_PROGRESS", "1")
     assert main(["demo", "--quick", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    for step in range(1, 6):
-        assert f"[{step}/5]" in out
-    assert "rrnn-gru" in out and "val acc" in out
-    for model in ("rrnn", "rrnn-gru", "gru"):
-        assert (tmp_path / "runs" / model / "final.json").exists()
-    assert (tmp_path / "plots" / "learning_curves.png").exists()
-    assert any((tmp_path / name).exists() for name in ("discovered_cell.svg", "discovered_cell.dot"))
-    assert "c_1 = " in out or "h_t = " in out
+    assert_every_step_ran(out, tmp_path)
     # the starting point is shown beside the trained cell, with the identity-chain verdict
     assert "before training (epoch 0)" in out and "after training (epoch 1)" in out
     assert out.count("identity chain") >= 2 and "test soft" in out
+
+
+@pytest.mark.slow
+def test_full_demo_runs_every_step(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CELLGRAPH_NO_PROGRESS", "1")
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    assert_every_step_ran(capsys.readouterr().out, tmp_path)

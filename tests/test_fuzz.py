@@ -492,11 +492,11 @@ def cli_argv(draw: st.DrawFn, paths: tuple[str, ...]) -> list[str]:
     return [a for a in argv if a != "-h" and a != "--help"] if draw(st.integers(0, 4)) else argv
 
 
-def fake_statements(only, seed):
+def fake_statements(only, seed, quick=False):
     """Stands in for the proof suite: a real run takes minutes (test_proofs covers it)."""
     from cellgraph.proofs.report import Outcome, Result
 
-    return [Result("fake", "fuzz stand-in", Outcome(True, f"seed {seed}, only {only}"))]
+    return [Result("fake", "fuzz stand-in", Outcome(True, f"seed {seed}, only {only}, quick {quick}"))]
 
 
 def fake_train(config, out_dir, resume=False, argv=None, **kwargs):

@@ -1,6 +1,7 @@
-"""cellgraph.proofs: every statement run at reduced size; the corrected statements hold, the
-errata of docs/paper-notes.md, *Errata* reproduce, `cellgraph prove` prints a table /
-parseable JSON."""
+"""cellgraph.proofs: every statement run once at the reduced sizes of `cellgraph prove --quick`
+(suite.QUICK); the corrected statements hold, the errata of docs/paper-notes.md, *Errata*
+reproduce, the negative controls detect what they plant, `cellgraph prove` prints a table /
+parseable JSON. The full run is in the slow suite (`pytest -m slow`)."""
 
 import json
 import math
@@ -23,7 +24,6 @@ from cellgraph.proofs import (  # noqa: E402
     lemma2,
     lstm_theorem,
     suite,
-    vanishing,
 )
 from cellgraph.proofs.report import Outcome, Result, exit_code, format_table, to_json  # noqa: E402
 from cellgraph.tree import unfold  # noqa: E402
@@ -43,10 +43,23 @@ def assert_holds_as_stated(result: Result) -> None:
     assert result.ok
 
 
+@pytest.fixture(scope="module")
+def quick() -> dict[str, Result]:
+    """Every statement at the sizes of `cellgraph prove --quick`, seed 0, run once."""
+    return {result.name: result for result in suite.run(seed=0, quick=True)}
+
+
+def test_quick_prove_run_covers_every_statement(quick):
+    assert list(quick) == list(suite.STATEMENTS) == list(suite.QUICK)
+    assert exit_code(quick.values()) == 0
+    assert "7/7 statements as expected" in format_table(quick.values())
+
+
 # --- Lemma 1 ----------------------------------------------------------------------------
-def test_lemma1_literal_fails_and_corrected_holds():
-    result = lemma1.check(seed=0, n_sets=100)
+def test_lemma1_literal_fails_and_corrected_holds(quick):
+    result = quick["lemma1"]
     assert_erratum_reproduced(result)
+    assert result.evidence["sets"] == suite.QUICK["lemma1"]["n_sets"] == 100
     assert result.evidence["literal_failures"] > 90
     assert result.evidence["corrected_failures"] == 0
     assert result.evidence["max_alpha_minus_rank"] < 0.5
@@ -83,20 +96,21 @@ def assert_control_rejects_wrong_tree(evidence: dict, n: int) -> None:
     assert evidence["control_draws"] == evidence["control_built"] == evidence["control_rejected"] == n
 
 
-def test_gru_theorem_holds():
-    result = gru_theorem.check(seed=0, n_draws=4, n_controls=2)
+def test_gru_theorem_holds(quick):
+    result, sizes = quick["gru"], suite.QUICK["gru"]
     assert_holds_as_stated(result)
-    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == 4
+    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == sizes["n_draws"]
     assert result.evidence["worst_error"] <= 1e-12
-    assert_control_rejects_wrong_tree(result.evidence, 2)
+    assert_control_rejects_wrong_tree(result.evidence, sizes["n_controls"])
     assert "negative control" in result.literal.summary
 
 
-def test_gru_torch_matches_torch_gru_cell():
-    result = gru_theorem.check_torch(seed=1, n_draws=4, n_controls=2)
+def test_gru_torch_matches_torch_gru_cell(quick):
+    result, sizes = quick["gru_torch"], suite.QUICK["gru_torch"]
     assert_holds_as_stated(result)
+    assert result.evidence["values_match"] == sizes["n_draws"]
     assert result.evidence["worst_error"] <= 1e-10
-    assert_control_rejects_wrong_tree(result.evidence, 2)
+    assert_control_rejects_wrong_tree(result.evidence, sizes["n_controls"])
 
 
 def test_negative_control_detects_a_wrong_tree_and_only_a_wrong_one():
@@ -123,13 +137,13 @@ def test_negative_control_detects_a_wrong_tree_and_only_a_wrong_one():
         gru_theorem.with_activation(tgt, "h", "relu", "tanh")
 
 
-def test_lstm_literal_fails_exhaustively_and_corrected_matches_equations_and_torch():
-    result = lstm_theorem.check(seed=0, n_draws=4, n_controls=2)
+def test_lstm_literal_fails_exhaustively_and_corrected_matches_equations_and_torch(quick):
+    result, sizes = quick["lstm"], suite.QUICK["lstm"]
     assert_erratum_reproduced(result)
     assert result.evidence["second_run_trees"] == 4500
     assert result.evidence["closest_error"] > 1e-3
-    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == 8
-    assert_control_rejects_wrong_tree(result.evidence, 2)
+    assert result.evidence["trees_isomorphic"] == result.evidence["values_match"] == 2 * sizes["n_draws"]
+    assert_control_rejects_wrong_tree(result.evidence, sizes["n_controls"])
     assert result.evidence["worst_error_equations"] <= 1e-12
     assert result.evidence["worst_error_torch"] <= 1e-10
 
@@ -166,26 +180,27 @@ def test_leaf_depth_sequences_enumerate_each_shape_once():
     assert sorted(map(tuple, shapes[2])) == [(1, 2, 2), (2, 2, 1)]
 
 
-def test_lemma2_holds_on_every_small_tree():
-    result = lemma2.check(max_internal=8)
+def test_lemma2_holds_on_every_small_tree(quick):
+    result = quick["lemma2"]
     assert_holds_as_stated(result)
-    assert result.evidence["trees"] == sum(lemma2.catalan(n) for n in range(1, 9))
+    max_internal = suite.QUICK["lemma2"]["max_internal"]
+    assert result.evidence["trees"] == sum(lemma2.catalan(n) for n in range(1, max_internal + 1))
     assert math.isclose(result.evidence["max_sum_over_bound"], 1.0, rel_tol=1e-9)  # caterpillars
 
 
 # --- gradient theorems --------------------------------------------------------------------
-def test_vanishing_holds_with_exact_jacobians():
-    result = vanishing.check(seed=0, n_search_cells=1, T=100)
+def test_vanishing_holds_with_exact_jacobians(quick):
+    result = quick["vanishing"]
     assert_holds_as_stated(result)
+    assert result.evidence["cells"] == suite.QUICK["vanishing"]["n_search_cells"] + 4  # + gru, gru_torch at 2 C0
     assert result.evidence["max_jacobian_over_bound"] <= 1.0
     assert result.evidence["max_leaf_depth_sum"] < 1.0
     assert result.evidence["max_gradient_decay_rate"] < result.evidence["max_1_minus_eps"]
 
 
-def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds():
-    before = registry.activation_names()
-    result = exploding.check(seed=0, n_shapes=8, n_search_cells=1, T=30)
-    assert registry.activation_names() == before  # its slope_* activations were scoped
+def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds(quick):
+    result = quick["exploding"]
+    assert not any(name.startswith("slope_") for name in registry.activation_names())  # they were scoped
     assert_erratum_reproduced(result)
     assert 1.34 < result.evidence["counterexample_jacobian"] < 1.37
     assert math.isclose(result.evidence["counterexample_rate"], result.evidence["counterexample_jacobian"],
@@ -193,7 +208,7 @@ def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds():
     assert result.evidence["violations"] == 0
     assert result.evidence["max_jacobian_tight_corrected"] < 1.0
     # negative control: the literal threshold makes every shape explode under the same measurement
-    assert result.evidence["shapes_exploding_under_literal_theta"] == 8
+    assert result.evidence["shapes_exploding_under_literal_theta"] == suite.QUICK["exploding"]["n_shapes"]
     # the Algorithm 2 cells sit at the threshold, not far under it
     assert result.evidence["max_factor_over_theta_search_cells"] > 0.99
     assert result.evidence["steps_without_condition"] > 0
@@ -240,24 +255,25 @@ def test_suite_names_resolve_and_unknown_names_fail():
         suite.run(["lemma3"])
 
 
-def test_cli_prove_json_parses(capsys):
-    assert main(["prove", "--only", "lemma2", "--json", "--seed", "3"]) == 0
+def test_cli_prove_json_parses_and_quick_reduces_sizes(capsys):
+    assert main(["prove", "--only", "lemma2", "--quick", "--json", "--seed", "3"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["seed"] == 3 and doc["ok"] is True
     assert [r["name"] for r in doc["results"]] == ["lemma2"]
     assert doc["results"][0]["literal"]["holds"] is True
+    assert doc["results"][0]["evidence"]["trees"] == sum(lemma2.catalan(n) for n in range(1, 9))  # not 12
 
 
 def test_cli_prove_is_deterministic_for_a_seed(capsys):
     runs = []
     for _ in range(2):
-        assert main(["prove", "--only", "lemma1", "--json", "--seed", "2"]) == 0
+        assert main(["prove", "--only", "lemma1", "--quick", "--json", "--seed", "2"]) == 0
         doc = json.loads(capsys.readouterr().out)
         for r in doc["results"]:
             r.pop("seconds")
         runs.append(doc)
     assert runs[0] == runs[1]
-    assert main(["prove", "--only", "lemma1", "--seed", "2"]) == 0
+    assert main(["prove", "--only", "lemma1", "--quick", "--seed", "2"]) == 0
     assert "counterexample to the literal statement [lemma1]" in capsys.readouterr().out
 
 
@@ -272,7 +288,8 @@ def test_to_json_carries_every_field():
     assert doc["results"][0]["evidence"] == {"n": 3}
 
 
+@pytest.mark.slow
 def test_full_prove_run_exits_zero(capsys):
-    """The full run (every statement at full size) is part of the suite (~2 min)."""
+    """The full run (every statement at full size, ~1-4 min); the default suite runs the quick one."""
     assert main(["prove"]) == 0
     assert "7/7 statements as expected" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""``cellgraph prove [--only NAME] [--json] [--seed S]``: check the paper's theorems by
+"""``cellgraph prove [--only NAME] [--quick] [--json] [--seed S]``: check the paper's theorems by
 construction (Lemma 1, Theorems GRU and LSTM, Lemma 2, the gradient theorems), with the
 errata (docs/paper-notes.md, *Errata*) reproduced and their corrections checked (see
 ``proofs/README.md``)."""
@@ -9,7 +9,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cellgraph.proofs.suite import STATEMENTS
+    from cellgraph.proofs.suite import QUICK, STATEMENTS
 
     p = sub.add_parser(
         "prove",
@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--only", action="append", choices=tuple(STATEMENTS), metavar="NAME",
                    help=f"run only this statement (repeatable): {', '.join(STATEMENTS)}")
+    sizes = "; ".join(f"{name} " + ", ".join(f"{k}={v}" for k, v in kw.items()) for name, kw in QUICK.items())
+    p.add_argument("--quick", action="store_true",
+                   help="every statement with every check (negative controls included) at reduced sizes, "
+                   f"seconds instead of minutes: {sizes} (without --quick: the full sizes, which "
+                   "proofs/README.md records)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.add_argument("--seed", type=seed, default=0, help="seed of every random draw, an integer >= 0 (default 0)")
     p.set_defaults(func=run)
@@ -41,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.proofs.report import exit_code, format_table, to_json
     from cellgraph.proofs.suite import run as run_statements
 
-    results = run_statements(args.only, args.seed)
+    results = run_statements(args.only, args.seed, quick=args.quick)
     print(to_json(results, args.seed) if args.json else format_table(results))
     return exit_code(results)
