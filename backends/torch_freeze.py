@@ -425,17 +425,15 @@ class FrozenRNN(nn.Module):
         self.cell, self.batch_first = cell, batch_first
 
     def forward(self, input: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
-        if self.batch_first:
-            input = input.transpose(0, 1)
         params = self.cell.prepare()
-        data, made = self.cell.project_static(params, input)
-        outputs = []
-        for t, x_t in enumerate(input):
+        data, made = self.cell.project_static(params, input.transpose(0, 1) if self.batch_first else input)
+
+        def step(t: int, x_t: Tensor, state: Tensor | tuple[Tensor, ...] | None):
             made.update((k, blocks[t]) for k, blocks in data.items())
-            state = self.cell.step(x_t, state, params, made)
-            out = state[-1] if isinstance(state, tuple) else state
-            outputs.append(out if out.dim() == x_t.dim() else out.expand_as(x_t))  # a constant cell
-        return torch.stack(outputs, 1 if self.batch_first else 0), state, None
+            return self.cell.step(x_t, state, params, made), None
+
+        output, state, _ = torch_ops.run_sequence(step, input, state, self.batch_first)
+        return output, state, None
 
 
 def freeze(cell: CellGraph | MultiCell | Target, params: Sequence | None = None,

@@ -16,7 +16,7 @@ Two structural facts let the search skip work (see :mod:`cellgraph.backends.torc
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -26,7 +26,7 @@ from cellgraph.constants import constant_vector
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Role
 
-__all__ = ["activation", "op", "affine", "is_additive", "constant", "leaf_vector"]
+__all__ = ["activation", "op", "affine", "is_additive", "constant", "leaf_vector", "run_sequence"]
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "sigmoid": torch.sigmoid,
@@ -103,3 +103,24 @@ def leaf_vector(leaf: Leaf, x: Tensor, prev: Mapping[str, Tensor], current: Mapp
             f"(have {sorted(table)})"
         )
     return table[leaf.name]
+
+
+def run_sequence(step: Callable[[int, Tensor, Any], tuple[Any, Any]], input: Tensor, state: Any,
+                 batch_first: bool = False) -> tuple[Tensor, Any, list[Any]]:
+    """The recurrence of every sequence model: ``state, extra = step(t, x_t, state)`` for
+    ``t = 0..T-1``, the output at ``t`` the last state of a tuple (``h`` of ``(c, h)``), a
+    constant cell's ``(p,)`` state broadcast to ``x_t``.
+
+    Shape:
+        - input: ``(T, B, p)`` (``(B, T, p)`` with ``batch_first``).
+        - output: ``(output (T, B, p) or (B, T, p), final state, [extra of each step])``.
+    """
+    if batch_first:
+        input = input.transpose(0, 1)
+    outputs, extras = [], []
+    for t, x_t in enumerate(input):
+        state, extra = step(t, x_t, state)
+        out = state[-1] if isinstance(state, tuple) else state
+        outputs.append(out if out.dim() == x_t.dim() else out.expand_as(x_t))
+        extras.append(extra)
+    return torch.stack(outputs, 1 if batch_first else 0), state, extras

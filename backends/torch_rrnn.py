@@ -226,10 +226,12 @@ class _Sequence(nn.Module):
         super().__init__()
         self.batch_first, self.return_traces, self.recompute = batch_first, return_traces, recompute
 
-    def _step(self, x_t: Tensor, state: State | None, params) -> tuple[State, list[SearchTrace]]:
+    def _step(self, x_t: Tensor, state: State | None, params) -> tuple[State, list[SearchTrace] | None]:
         if self.recompute and torch.is_grad_enabled():
-            return checkpoint(self.cell, x_t, state, params, use_reentrant=False)
-        return self.cell(x_t, state, params)
+            state, traces = checkpoint(self.cell, x_t, state, params, use_reentrant=False)
+        else:
+            state, traces = self.cell(x_t, state, params)
+        return state, (traces if self.return_traces else None)  # dropped now: memory
 
     def forward(self, input: Tensor, state: State | None = None
                 ) -> tuple[Tensor, State, list[list[SearchTrace]] | None]:
@@ -238,16 +240,9 @@ class _Sequence(nn.Module):
         ``return_traces`` is off). With ``recompute`` each step is checkpointed: its
         activations are dropped after the forward pass and the step (search included) is
         run again in the backward pass, so memory grows with ``T`` by the states only."""
-        if self.batch_first:
-            input = input.transpose(0, 1)
         params = self.cell.prepare()
-        outputs, traces = [], []
-        for x_t in input:
-            state, step = self._step(x_t, state, params)
-            outputs.append(state[-1] if isinstance(state, tuple) else state)
-            if self.return_traces:
-                traces.append(step)
-        output = torch.stack(outputs, 1 if self.batch_first else 0)
+        output, state, traces = torch_ops.run_sequence(
+            lambda t, x_t, state: self._step(x_t, state, params), input, state, self.batch_first)
         return output, state, (traces if self.return_traces else None)
 
     @staticmethod
@@ -511,19 +506,16 @@ class RRNNGRU(_Sequence):
 
     def forward(self, input: Tensor, state: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, list[list[SearchTrace]] | None]:
-        if self.batch_first:
-            input = input.transpose(0, 1)
         params = self.cell.prepare()
-        outputs, traces = [], []
-        for x_t, x_proj in zip(input, self.cell.project_input(input, params)):
-            args = (x_t, state, params, x_proj, self.return_traces)
+        projected = self.cell.project_input(input.transpose(0, 1) if self.batch_first else input, params)
+
+        def step(t: int, x_t: Tensor, state: Tensor | None) -> tuple[Tensor, list[SearchTrace]]:
+            args = (x_t, state, params, projected[t], self.return_traces)
             if self.recompute and torch.is_grad_enabled():
-                state, step = checkpoint(self.cell, *args, use_reentrant=False)
-            else:
-                state, step = self.cell(*args)
-            outputs.append(state)
-            traces.append(step)
-        output = torch.stack(outputs, 1 if self.batch_first else 0)
+                return checkpoint(self.cell, *args, use_reentrant=False)
+            return self.cell(*args)
+
+        output, state, traces = torch_ops.run_sequence(step, input, state, self.batch_first)
         return output, state, (traces if self.return_traces else None)
 
     def tuple_parameters(self) -> list[nn.Parameter]:
