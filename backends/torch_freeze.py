@@ -100,6 +100,21 @@ class _Rows:
                      for sl in self.slices)
 
 
+class _Blocks:
+    """The registers of projection blocks, after the ``first`` node registers: one per child
+    and distinct tuple of rows, in the order asked for."""
+
+    def __init__(self, first: int) -> None:
+        self.n_registers = first
+        self.table: dict[int, dict[tuple[_Row, ...], int]] = {}  # child -> rows -> register
+
+    def register(self, child: int, rows: tuple[_Row, ...]) -> int:
+        table = self.table.setdefault(child, {})
+        if rows not in table:
+            table[rows], self.n_registers = self.n_registers, self.n_registers + 1
+        return table[rows]
+
+
 class _Prepared(NamedTuple):
     """What a call (or a whole sequence) takes from the parameters: the stacked weight rows
     ``(k p, p)`` of each projection, the biases (of the projections that fuse one, then of the
@@ -180,11 +195,29 @@ class FrozenCell(nn.Module):
         """The program: the leaves' projections, then per group (or identity-tuple node) its
         elementwise op followed by the projections of the values it made. Registers
         ``0 .. n_slots - 1`` are the nodes (leaves included), the rest projection blocks."""
+        nodes = self._assign_slots()
+        items = self._group(nodes, self._slots)
+        blocks = _Blocks(len(self._leaves) + len(nodes))  # after the node registers
+        reads, group_biases = self._reads(items, blocks)
+        projections, weight_rows, bias_rows = self._projections(blocks)
+        shift = len(bias_rows)
+        self._program = self._make_program(items, reads, projections, shift)
+        self._projections = tuple(projections.values())
+        self._n_registers = blocks.n_registers
+        n_trainable = len(self._position)
+        self._weight_rows = _Rows(weight_rows, n_trainable, 2 * n_trainable)
+        self._bias_rows = _Rows(bias_rows + group_biases, n_trainable, n_trainable)  # not the zero row
+        for name, rows in (("_weight_index", self._weight_rows), ("_bias_index", self._bias_rows)):
+            self.register_buffer(name, torch.tensor(rows.gathered, dtype=torch.long), persistent=False)
+
+    def _assign_slots(self) -> list[Node]:
+        """A register per distinct node of the graphs (a ``current`` leaf of a state made by
+        an earlier run aliases that state's root); sets the leaves, roots and slots, returns
+        the generated nodes in order."""
         slots: dict[Expr, int] = {}
         self._leaves: list[Leaf] = []
         self._roots: list[int] = []
         nodes: list[Node] = []
-        n_slots = 0
         for g in self.graphs:
             for e in g.nodes():
                 if e in slots:
@@ -194,47 +227,49 @@ class FrozenCell(nn.Module):
                     if e.name in made:  # alias of a state made by an earlier run
                         slots[e] = self._roots[made.index(e.name)]
                         continue
-                slots[e], n_slots = n_slots, n_slots + 1
+                slots[e] = len(self._leaves) + len(nodes)
                 (self._leaves if isinstance(e, Leaf) else nodes).append(e)
             self._roots.append(slots[g.root])
         self._slots = slots
         self._leaf_slots = [slots[leaf] for leaf in self._leaves]
         self._static = {slots[leaf] for leaf in self._leaves if leaf.role in (Role.DATA, Role.CONST)}
-        items = self._group(nodes, slots)
-        blocks: dict[int, dict[tuple[_Row, ...], int]] = {}  # child -> rows -> register
-        n_registers = n_slots
+        return nodes
 
-        def block(child: int, rows: tuple[_Row, ...]) -> int:
-            nonlocal n_registers
-            table = blocks.setdefault(child, {})
-            if rows not in table:
-                table[rows], n_registers = n_registers, n_registers + 1
-            return table[rows]
-
+    def _reads(self, items: list[tuple[Node, ...]], blocks: "_Blocks"
+               ) -> tuple[list[tuple[int, int, int | None] | None], list[tuple[int, ...]]]:
+        """Per item the registers of its left and right projection blocks and the index of its
+        own bias (a non-additive group; additive ones fuse ``b_r`` into a projection), ``None``
+        for an identity-tuple node; and the bias rows of the non-additive groups."""
         n_trainable = len(self._position)
-        group_biases: list[tuple[int, ...]] = []  # bias rows of the non-additive groups
-        reads: list[tuple[int, int, int | None] | None] = []  # per item: blocks and bias read
+        group_biases: list[tuple[int, ...]] = []
+        reads: list[tuple[int, int, int | None] | None] = []
         for members in items:
             first = members[0]
             if first.tuple not in self._position:
                 reads.append(None)
                 continue
-            left, right = slots[first.left], slots[first.right]
+            left, right = self._slots[first.left], self._slots[first.right]
             ks = tuple(self._position[n.tuple] for n in members)
             additive = torch_ops.is_additive(first.op)
             # fuse b_r into the projection made least often: a data leaf's or a constant's
             into_right = additive and right in self._static and left not in self._static
             rows_l = tuple((k, k if additive and not into_right else None) for k in ks)
             rows_r = tuple((n_trainable + k, k if into_right else None) for k in ks)
-            reads.append((block(left, rows_l), block(right, rows_r), None if additive else len(group_biases)))
+            reads.append((blocks.register(left, rows_l), blocks.register(right, rows_r),
+                          None if additive else len(group_biases)))
             if not additive:
                 group_biases.append(ks)
-        # one projection per child, its blocks side by side; a zero bias row where none is fused
-        p = self.hidden_size
-        weight_rows: list[tuple[int, ...]] = []  # of each projection
-        bias_rows: list[tuple[int, ...]] = []  # of each prepared bias: projections', then groups'
+        return reads, group_biases
+
+    def _projections(self, blocks: "_Blocks"
+                     ) -> tuple[dict[int, _Projection], list[tuple[int, ...]], list[tuple[int, ...]]]:
+        """One projection per child, its blocks side by side, with its weight rows and (a zero
+        bias row where none is fused) its bias rows."""
+        p, n_trainable = self.hidden_size, len(self._position)
+        weight_rows: list[tuple[int, ...]] = []
+        bias_rows: list[tuple[int, ...]] = []
         projections: dict[int, _Projection] = {}
-        for index, (child, table) in enumerate(blocks.items()):
+        for index, (child, table) in enumerate(blocks.table.items()):
             rows = [row for block_rows in table for row in block_rows]
             weight_rows.append(tuple(w for w, _ in rows))
             bias = None
@@ -243,26 +278,24 @@ class FrozenCell(nn.Module):
                 bias_rows.append(tuple(n_trainable if b is None else b for _, b in rows))
             projections[child] = _Projection(index, child, bias, tuple(len(r) * p for r in table),
                                              tuple(table.values()))
-        shift = len(bias_rows)
-        bias_rows += group_biases
+        return projections, weight_rows, bias_rows
+
+    def _make_program(self, items: list[tuple[Node, ...]], reads: list[tuple[int, int, int | None] | None],
+                      projections: Mapping[int, _Projection], shift: int) -> tuple[_Projection | _Group, ...]:
+        """The leaves' projections, then each item's op followed by the projections of what it
+        made; a group's own bias is prepared bias ``shift + its index``."""
         program: list[_Projection | _Group] = [projections[s] for s in self._leaf_slots if s in projections]
         for members, read in zip(items, reads):
             first = members[0]
-            outs = tuple(slots[n] for n in members)
+            outs = tuple(self._slots[n] for n in members)
             if read is None:
-                program.append(self._identity_node(first, slots))
+                program.append(self._identity_node(first, self._slots))
             else:
                 left, right, bias = read
                 program.append(_Group(torch_ops.op(first.op), torch_ops.activation(first.act), left, right,
                                       None if bias is None else shift + bias, outs))
             program += [projections[s] for s in outs if s in projections]
-        self._program = tuple(program)
-        self._projections = tuple(projections.values())
-        self._n_registers = n_registers
-        self._weight_rows = _Rows(weight_rows, n_trainable, 2 * n_trainable)
-        self._bias_rows = _Rows(bias_rows, n_trainable, n_trainable)  # not the zero row
-        for name, rows in (("_weight_index", self._weight_rows), ("_bias_index", self._bias_rows)):
-            self.register_buffer(name, torch.tensor(rows.gathered, dtype=torch.long), persistent=False)
+        return tuple(program)
 
     def _group(self, nodes: list[Node], slots: Mapping[Expr, int]) -> list[tuple[Node, ...]]:
         """The nodes in program order: trainable nodes with the same children, op and
