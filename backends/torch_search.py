@@ -546,19 +546,39 @@ def _pairs(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(range(n - 1)), (n - 1,) * (n - 1)
 
 
+@dataclass(frozen=True)
+class _KeyCode:
+    """The :func:`~cellgraph.algorithm2.candidate_key` ``(r, o, u, i, j)`` of a candidate as
+    one int64 (mixed radix: ``n_o`` ops, ``n_u`` activations, ``M`` node slots), so that the
+    smallest key is the first candidate in Algorithm 2's order; :meth:`decode` inverts
+    :meth:`encode`."""
+
+    n_o: int
+    n_u: int
+    M: int
+
+    def encode(self, r: Tensor, o: Tensor, u: Tensor, i: Tensor, j: Tensor) -> Tensor:
+        return (((r * self.n_o + o) * self.n_u + u) * self.M + i) * self.M + j
+
+    def decode(self, key: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(r, o, u, i, j)`` of ``key``."""
+        M, n_u, n_o = self.M, self.n_u, self.n_o
+        j, i = key % M, (key // M) % M
+        u, o, r = (key // (M * M)) % n_u, (key // (M * M * n_u)) % n_o, key // (M * M * n_u * n_o)
+        return r, o, u, i, j
+
+
 @functools.lru_cache(maxsize=1024)
-def _keyid(plan: _Plan, n_r: int, M: int, left: tuple[int, ...], right: tuple[int, ...],
+def _keyid(plan: _Plan, n_r: int, code: _KeyCode, left: tuple[int, ...], right: tuple[int, ...],
            device) -> Tensor:
-    """``(size,)`` the :func:`~cellgraph.algorithm2.candidate_key` of each candidate of a
-    block, as one int64 in Algorithm 2's order ``(r, o, u, i, j)`` (cached: the same for
-    every time step; read only)."""
-    n_o, n_u = len(plan.ops), len(plan.act_pos)
+    """``(size,)`` the :class:`_KeyCode` of each candidate of a block, in the block's
+    ``(u, o, r, pair)`` layout (cached: the same for every time step; read only)."""
     u = torch.tensor(plan.act_pos, device=device).view(-1, 1, 1, 1)
-    o = torch.arange(n_o, device=device).view(1, -1, 1, 1)
+    o = torch.arange(len(plan.ops), device=device).view(1, -1, 1, 1)
     r = torch.arange(n_r, device=device).view(1, 1, -1, 1)
     i = torch.tensor(left, device=device).view(1, 1, 1, -1)
     j = torch.tensor(right, device=device).view(1, 1, 1, -1)
-    return ((((r * n_o + o) * n_u + u) * M + i) * M + j).reshape(-1)
+    return code.encode(r, o, u, i, j).reshape(-1)
 
 
 class _Projections:
@@ -626,8 +646,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
     leaves = leaves.to(params.proj_weight.dtype)
     device = leaves.device
-    N, n_r, n_o, n_u = space.n_iterations, len(space.tuples), len(space.ops), len(space.activations)
-    M = n_leaves + N
+    N, n_r = space.n_iterations, len(space.tuples)
+    code = _KeyCode(len(space.ops), len(space.activations), n_leaves + N)
     rule = _KeyRule.of(p, leaves.dtype, device)
     soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
 
@@ -639,50 +659,30 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     cands = _Candidates()
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores = [], [], []
-    big = torch.iinfo(torch.int64).max
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
         Z, Vn, scores, lo, hi = (compiled or _block)(
             params, rule, proj.gather("L", left), proj.gather("R", right),
             proj.gather("GL", left), proj.gather("GR", right),
         )
-        cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, M, left, right, device))
-        with torch.no_grad():
-            if node_lo:  # the new block against P_{k-1}
-                last = len(cands.blocks) - 1
-                made = lambda b, m: torch.stack(nodes[n_leaves:], 1).detach()[b, m]  # noqa: E731
-                cands.exclude(_matches(
-                    cands, made, torch.stack(node_lo, 1), torch.stack(node_hi, 1), first=last,
-                ).any(-1), first=last)
-        s = cands.scores.detach()
-        eligible = ~cands.excluded
-        best = s.masked_fill(~eligible, -torch.inf).max(1).values
-        if torch.isneginf(best).any():
-            b = int(torch.isneginf(best).nonzero()[0, 0])
-            raise CellGraphError(
-                f"Algorithm 2, iteration {k}: sample {b} has no eligible candidate "
-                f"(every candidate vector is already in P_{k - 1})"
-            )
-        tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
-        choice = torch.where(tied, cands.keyid, big).argmin(1)
+        cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, code, left, right, device))
+        if node_lo:  # the new block against P_{k-1}
+            _exclude_made(cands, torch.stack(nodes[n_leaves:], 1), node_lo, node_hi)
+        choice, eligible = _choose(cands, k)
         chosen_keys.append(cands.keyid[choice])
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
         hard = None if mode == "soft" else cands.vectors(rows, choice)
+        node = hard
         if soft:
             mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
             node = mixed if mode == "soft" else hard + (mixed - mixed.detach())
-        else:
-            node = hard
         nodes.append(node)
         with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
             soft_node = node.detach() if mode == "soft" and k < N else None
             ref_lo, ref_hi = _chosen_interval(cands, choice, soft_node, rule)
             same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
                             ref_lo, ref_hi, known=choice)
-        second_val, second_idx = s.masked_fill(~eligible | same[:, :, 0], -torch.inf).max(1)
-        second_scores.append(torch.where(
-            torch.isneginf(second_val), second_val, cands.scores.gather(1, second_idx[:, None])[:, 0],
-        ))
+        second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
         if k == N:
             break
         node_lo.append(ref_lo[:, -1])
@@ -690,10 +690,43 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         cands.exclude(same[:, :, -1])
         proj.add(node[:, None])
 
-    key = torch.stack(chosen_keys, 1)
-    j, i = key % M, (key // M) % M
-    u, o, r = (key // (M * M)) % n_u, (key // (M * M * n_u)) % n_o, key // (M * M * n_u * n_o)
+    r, o, u, i, j = code.decode(torch.stack(chosen_keys, 1))
     return SearchTrace(
         space, state, torch.stack(nodes, 1), i, j, r, o, u,
         torch.stack(best_scores, 1), torch.stack(second_scores, 1),
     )
+
+
+@torch.no_grad()
+def _exclude_made(cands: _Candidates, made: Tensor, node_lo: list[Tensor], node_hi: list[Tensor]) -> None:
+    """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
+    (``made (B, k-1, p)``, their key intervals ``node_lo``, ``node_hi``)."""
+    last = len(cands.blocks) - 1
+    made = made.detach()
+    matches = _matches(cands, lambda b, m: made[b, m], torch.stack(node_lo, 1), torch.stack(node_hi, 1),
+                       first=last)
+    cands.exclude(matches.any(-1), first=last)
+
+
+@torch.no_grad()
+def _choose(cands: _Candidates, k: int) -> tuple[Tensor, Tensor]:
+    """``(choice (B,), eligible (B, C))``: ``c_k*``, the eligible candidate of highest score,
+    ties (within :data:`~cellgraph.algorithm2.TIE_RTOL`) to the smallest key; no eligible
+    candidate is an error."""
+    s, eligible = cands.scores, ~cands.excluded
+    best = s.masked_fill(~eligible, -torch.inf).max(1).values
+    if torch.isneginf(best).any():
+        b = int(torch.isneginf(best).nonzero()[0, 0])
+        raise CellGraphError(
+            f"Algorithm 2, iteration {k}: sample {b} has no eligible candidate "
+            f"(every candidate vector is already in P_{k - 1})"
+        )
+    tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
+    return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible
+
+
+def _second_score(cands: _Candidates, others: Tensor) -> Tensor:
+    """``(B,)`` the score of ``c_k**``, the best of ``others`` (eligible candidates whose
+    vectors differ from ``c_k*``'s), with its gradient; ``-inf`` where there is none."""
+    value, index = cands.scores.detach().masked_fill(~others, -torch.inf).max(1)
+    return torch.where(torch.isneginf(value), value, cands.scores.gather(1, index[:, None])[:, 0])
