@@ -88,22 +88,22 @@ def _check_name(name: str, kind: str) -> None:
         raise CellGraphError(f"{kind} name must be an identifier string, got {name!r}")
 
 
+def _register(table: dict, entry, kind: str, replace: bool):
+    _check_name(entry.name, kind)
+    if entry.name in table and not replace:
+        raise CellGraphError(f"{kind} {entry.name!r} is already registered")
+    table[entry.name] = entry
+    return entry
+
+
 def register_activation(entry: Activation, *, replace: bool = False) -> Activation:
     """Add an activation to ``U``. Raises if the name exists and ``replace`` is false."""
-    _check_name(entry.name, "activation")
-    if entry.name in _ACTIVATIONS and not replace:
-        raise CellGraphError(f"activation {entry.name!r} is already registered")
-    _ACTIVATIONS[entry.name] = entry
-    return entry
+    return _register(_ACTIVATIONS, entry, "activation", replace)
 
 
 def register_op(entry: Op, *, replace: bool = False) -> Op:
     """Add a binary operation to ``O``. Raises if the name exists and ``replace`` is false."""
-    _check_name(entry.name, "operation")
-    if entry.name in _OPS and not replace:
-        raise CellGraphError(f"operation {entry.name!r} is already registered")
-    _OPS[entry.name] = entry
-    return entry
+    return _register(_OPS, entry, "operation", replace)
 
 
 @contextmanager

@@ -7,7 +7,7 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     from cellgraph.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
-    from cellgraph.config import MODES
+    from cellgraph.algorithm2 import MODES
 
     p = sub.add_parser(
         "eval",
