@@ -114,3 +114,21 @@ def test_core_import_leaves_torch_unimported():
     code = "import cellgraph, cellgraph.targets, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
+
+
+def test_registry_refuses_a_taken_name_unless_replacing_and_scoped_undoes():
+    from cellgraph import registry
+
+    with registry.scoped():
+        act = registry.register_activation(registry.Activation("twice_x", lambda z: 2 * z))
+        assert registry.activation("twice_x") is act
+        with pytest.raises(CellGraphError, match="activation 'twice_x' is already registered"):
+            registry.register_activation(registry.Activation("twice_x", lambda z: 2 * z))
+        with pytest.raises(CellGraphError, match="operation 'add' is already registered"):
+            registry.register_op(registry.Op("add", True, lambda a, b: a + b))
+        with pytest.raises(CellGraphError, match="name must be an identifier"):
+            registry.register_op(registry.Op("a-b", False, lambda a, b: a - b))
+        again = registry.register_activation(registry.Activation("twice_x", lambda z: 3 * z), replace=True)
+        assert registry.activation("twice_x") is again
+    with pytest.raises(CellGraphError, match="unknown activation 'twice_x'"):
+        registry.activation("twice_x")
