@@ -86,10 +86,11 @@ class SearchResult:
 
     def margin(self, M: float) -> np.ndarray:
         """``(N,)`` margin terms ``m(N_k) = -(1/M) min(M, alpha(c_k*) - alpha(c_k**))``
-        (paper Sec. 3.3); an iteration without a second candidate gives ``-1``."""
+        (paper Sec. 3.3); an iteration without a second candidate gives 0, as in the torch
+        loss (it has nothing to separate; the term is a constant either way)."""
         if not M > 0:
             raise CellGraphError(f"margin: M must be > 0, got {M}")
-        gap = np.where(np.isnan(self.second_scores), np.inf, self.scores - self.second_scores)
+        gap = np.where(np.isnan(self.second_scores), 0.0, self.scores - self.second_scores)
         return -np.minimum(M, gap) / M
 
 

@@ -271,7 +271,7 @@ def test_second_best_differs_by_value(rng):
 
 def test_margin():
     result = SearchResult(h, (), {}, np.array([3.0, 1.0, 2.0]), np.array([2.5, -4.0, math.nan]), np.array([1, 1, 1]))
-    np.testing.assert_allclose(result.margin(2.0), [-0.25, -1.0, -1.0])
+    np.testing.assert_allclose(result.margin(2.0), [-0.25, -1.0, 0.0])  # no second: 0, as torch
     with pytest.raises(CellGraphError, match="M must be > 0"):
         result.margin(0)
 

@@ -295,3 +295,35 @@ def test_tau_in_std_units_ignores_the_scale_of_the_scores(tau_units):
     assert torch.equal(base.tuple_pos[:, 0], scaled.tuple_pos[:, 0])
     same = torch.allclose(base.vectors, scaled.vectors, rtol=1e-10, atol=1e-12)
     assert same is (tau_units == "std")
+
+
+@pytest.mark.parametrize("seed, leaves", [(0, "random"), (1, "random"), (2, "zero"), (3, "equal_x")])
+def test_margin_term_matches_the_reference(seed, leaves):
+    """Eq. 5's margin term of a search, ``sum_k m(N_k)``: the torch loss and the float64
+    reference agree, an iteration without a second candidate counting 0 in both."""
+    from cellgraph.backends.torch_loss import margin_loss
+
+    space = _space(4)
+    params, alpha, leaf_values = _case(seed, 3, 3, 3, "normal", leaves)
+    trace = _torch_search(space, params, alpha, leaf_values)
+    for M in (0.05, 1.0):
+        got = margin_loss(trace, M).numpy()
+        want = [np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha)).margin(M).sum()
+                for b in range(3)]
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_margin_without_a_second_candidate_counts_zero_in_both_backends():
+    """Where no eligible candidate differs from ``c_k*`` (second score -inf in torch, nan in
+    the reference), both give 0 for that iteration."""
+    from types import SimpleNamespace
+
+    from cellgraph.backends.numpy_search import SearchResult
+    from cellgraph.backends.torch_loss import margin_loss
+
+    best, second = np.array([3.0, 1.0, 2.0]), np.array([2.5, -4.0, np.nan])
+    ref = SearchResult(h, (), {}, best, second, np.ones(3)).margin(2.0)
+    trace = SimpleNamespace(best_score=torch.from_numpy(best[None]),
+                            second_score=torch.from_numpy(np.where(np.isnan(second), -np.inf, second)[None]))
+    np.testing.assert_allclose(margin_loss(trace, 2.0).numpy(), [ref.sum()])
+    assert ref[2] == 0.0
