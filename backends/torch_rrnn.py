@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from cellgraph.algorithm2 import MODES, SPREAD_FLOOR, TAU_UNITS
+from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_search import CompiledBlock, SearchParams, prepare, search
@@ -61,18 +61,6 @@ def _uniform(*shape: int, bound: float) -> nn.Parameter:
 def _scoring_net(p: int, hidden: int) -> nn.Sequential:
     """``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` (paper, Sec. 5: 2-layer FC network)."""
     return nn.Sequential(nn.Linear(p, hidden), nn.Tanh(), nn.Linear(hidden, 1))
-
-
-def _check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
-    return mode
-
-
-def _check_tau_units(tau_units: str) -> str:
-    if tau_units not in TAU_UNITS:
-        raise CellGraphError(f"unknown tau_units {tau_units!r} (known: {', '.join(TAU_UNITS)})")
-    return tau_units
 
 
 class _TupleModule(nn.Module):
@@ -169,8 +157,8 @@ class RRNNCell(_TupleModule):
             space.check(layout)
         self._init_tuples(layout, hidden_size)
         self.spaces, self.states = tuple(spaces), states
-        self.mode, self.tau, self.compile_search = _check_mode(mode), tau, compile
-        self.tau_units = _check_tau_units(tau_units)
+        self.mode, self.tau, self.compile_search = check_mode(mode), tau, compile
+        self.tau_units = check_tau_units(tau_units)
         self.compiled = CompiledBlock() if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.candidate_norm = candidate_norm
@@ -358,8 +346,8 @@ class RRNNGRUCell(_TupleModule):
                                  "identity nodes have no choice to make)")
         layout = _tuple_layout(n_tuples, identity_trainable)
         self._init_tuples(layout, hidden_size, identity=(n_tuples,) if identity_trainable else ())
-        self.mode, self.tau, self.states = _check_mode(mode), tau, ("h",)
-        self.tau_units = _check_tau_units(tau_units)
+        self.mode, self.tau, self.states = check_mode(mode), tau, ("h",)
+        self.tau_units = check_tau_units(tau_units)
         self.placement, self.identity_trainable = placement, identity_trainable
         self.scoring = _scoring_net(hidden_size, scoring_hidden)
         gru = target("gru")

@@ -49,12 +49,16 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from cellgraph.errors import CellGraphError
+
 __all__ = [
     "EXCLUSION_TOL",
     "MODES",
     "TAU_UNITS",
     "SPREAD_FLOOR",
     "score_spread",
+    "check_mode",
+    "check_tau_units",
     "TIE_RTOL",
     "CANDIDATE_NORMS",
     "NORM_EPS",
@@ -101,6 +105,20 @@ def normalize(v, axis=-1):
     mean = v.mean(axis=axis, keepdims=True)
     var = ((v - mean) ** 2).mean(axis=axis, keepdims=True)
     return (v - mean) / (var + NORM_EPS) ** 0.5
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`MODES`, else a clear error."""
+    if mode not in MODES:
+        raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
+    return mode
+
+
+def check_tau_units(tau_units: str) -> str:
+    """``tau_units`` if it is one of :data:`TAU_UNITS`, else a clear error."""
+    if tau_units not in TAU_UNITS:
+        raise CellGraphError(f"unknown tau_units {tau_units!r} (known: {', '.join(TAU_UNITS)})")
+    return tau_units
 
 
 def score_spread(scores):

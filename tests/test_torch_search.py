@@ -10,6 +10,7 @@ from devices import DEVICES
 from hypothesis import given, settings, strategies as st
 
 from cellgraph.backends.numpy_backend import mlp_alpha, search as np_search
+from cellgraph.backends.torch_rrnn import RRNNGRU
 from cellgraph.backends.torch_search import prepare, search
 from cellgraph.errors import CellGraphError
 from cellgraph.expr import Leaf, Role, h, x, zero
@@ -214,6 +215,10 @@ def test_unknown_mode_is_an_error():
     params, alpha, leaf_values = _case(0, 2, 1, 2, "normal", "random")
     with pytest.raises(CellGraphError, match="unknown choice mode 'argmax'"):
         _torch_search(_space(1), params, alpha, leaf_values, mode="argmax")
+    with pytest.raises(CellGraphError, match="unknown tau_units 'bits'"):
+        _torch_search(_space(1), params, alpha, leaf_values, mode="soft", tau_units="bits")
+    with pytest.raises(CellGraphError, match="unknown tau_units 'bits'"):
+        RRNNGRU(3, 2, tau_units="bits")
 
 
 def test_soft_mode_records_the_argmax_and_tends_to_hard():
