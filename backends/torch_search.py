@@ -68,8 +68,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch._functorch import config as functorch_config
 
-from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, MODES, NORM_EPS, SPREAD_FLOOR, TAU_UNITS,
-                                  TIE_RTOL)
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
+                                  check_tau_units)
 from cellgraph.backends import torch_ops
 from cellgraph.backends.torch_device import no_autocast
 from cellgraph.backends.torch_trace import SearchTrace
@@ -631,10 +631,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
         are the propagated ones (soft mixtures in ``soft`` mode).
     """
-    if mode not in MODES:
-        raise CellGraphError(f"unknown choice mode {mode!r} (known: {', '.join(MODES)})")
-    if tau_units not in TAU_UNITS:
-        raise CellGraphError(f"unknown tau_units {tau_units!r} (known: {', '.join(TAU_UNITS)})")
+    check_mode(mode)
+    check_tau_units(tau_units)
     space, plan = params.space, params.plan
     B, n_leaves, p = leaves.shape
     if n_leaves != len(space.leaves):
@@ -667,7 +665,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         )
         cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, code, left, right, device))
         if node_lo:  # the new block against P_{k-1}
-            _exclude_made(cands, torch.stack(nodes[n_leaves:], 1), node_lo, node_hi)
+            _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi)
         choice, eligible = _choose(cands, k)
         chosen_keys.append(cands.keyid[choice])
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
@@ -698,13 +696,13 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
 
 
 @torch.no_grad()
-def _exclude_made(cands: _Candidates, made: Tensor, node_lo: list[Tensor], node_hi: list[Tensor]) -> None:
+def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor], node_hi: list[Tensor]) -> None:
     """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
-    (``made (B, k-1, p)``, their key intervals ``node_lo``, ``node_hi``)."""
+    (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
+    ``node_lo``, ``node_hi`` overlap)."""
     last = len(cands.blocks) - 1
-    made = made.detach()
-    matches = _matches(cands, lambda b, m: made[b, m], torch.stack(node_lo, 1), torch.stack(node_hi, 1),
-                       first=last)
+    matches = _matches(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], torch.stack(node_lo, 1),
+                       torch.stack(node_hi, 1), first=last)
     cands.exclude(matches.any(-1), first=last)
 
 
