@@ -62,7 +62,7 @@ from cellgraph.config import TrainConfig, load_run_config
 from cellgraph.datadir import data_sha256, run_data_dir
 from cellgraph.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Leaf, Node
+from cellgraph.expr import relabel
 from cellgraph.files import write_json
 from cellgraph.graph import MultiCell
 from cellgraph.layout import Layout, TupleSpec
@@ -241,11 +241,8 @@ def shape_form(cell: MultiCell, layout: Layout) -> str:
     identity = layout.identity_indices
     forms = []
     for g in cell:
-        built: dict[Expr, Expr] = {}
-        for e in g.root.walk():
-            built[e] = e if isinstance(e, Leaf) else Node(
-                e.op, e.act, int(e.tuple in identity), built[e.left], built[e.right])
-        forms.append(f"{g.state} = {canonical_string(built[g.root], SHAPE_LAYOUT)}")
+        shape = relabel(g.root, lambda n: (n.op, n.act, int(n.tuple in identity)))
+        forms.append(f"{g.state} = {canonical_string(shape, SHAPE_LAYOUT)}")
     return "; ".join(forms)
 
 

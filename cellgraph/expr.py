@@ -19,12 +19,12 @@ same step by a previous run of a multi-state cell, Appendix "Extensions") or ``c
 from __future__ import annotations
 
 from enum import Enum
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cellgraph import registry
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "x", "h", "c", "zero", "one"]
+__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "relabel", "x", "h", "c", "zero", "one"]
 
 
 class Role(str, Enum):
@@ -208,6 +208,15 @@ class Node(Expr):
 
     def __str__(self) -> str:
         return f"{self.act}[{self.op}_{self.tuple}]({self.left}, {self.right})"
+
+
+def relabel(root: Expr, label: Callable[[Node], tuple[str, str, int]]) -> Expr:
+    """``root`` with every node's ``(op, act, tuple)`` replaced by ``label(node)``: the same
+    shape and leaves, a shared subtree still shared."""
+    built: dict[Expr, Expr] = {}
+    for e in root.walk():
+        built[e] = e if isinstance(e, Leaf) else Node(*label(e), built[e.left], built[e.right])
+    return built[root]
 
 
 def _depth(e: Expr) -> int:

@@ -38,7 +38,7 @@ import numpy as np
 
 from cellgraph.algorithms.canonical import isomorphic
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Leaf, Node, h, x
+from cellgraph.expr import h, relabel, x
 from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.proofs.expressibility import construct
 from cellgraph.proofs.report import Outcome, Result, joined, timed
@@ -131,13 +131,8 @@ def outcome(what: str, evidence: dict, failures: list[str]) -> Outcome:
 def with_activation(tgt: Target, state: str, old: str, new: str) -> Target:
     """A deliberately wrong ``tgt`` for a negative control: every node of the graph of
     ``state`` with activation ``old`` gets ``new`` (same search spaces and layout)."""
-    graphs = []
-    for graph in tgt.cell:
-        built: dict[Expr, Expr] = {}
-        for e in graph.root.walk():
-            built[e] = e if isinstance(e, Leaf) else Node(
-                e.op, new if graph.state == state and e.act == old else e.act, e.tuple, built[e.left], built[e.right])
-        graphs.append(CellGraph(built[graph.root], graph.state))
+    graphs = [graph if graph.state != state else CellGraph(
+        relabel(graph.root, lambda n: (n.op, new if n.act == old else n.act, n.tuple)), state) for graph in tgt.cell]
     if tuple(g.root for g in graphs) == tuple(g.root for g in tgt.cell):
         raise CellGraphError(f"target {tgt.name}: state {state!r} has no node with activation {old!r}")
     return replace(tgt, cell=MultiCell(tuple(graphs)),

@@ -113,14 +113,10 @@ def test_shape_form_ignores_which_trainable_tuple_is_used():
     gru = target("gru")
     g = gru.graph
     swapped = {0: 1, 1: 0}
-    from cellgraph.expr import Leaf, Node
+    from cellgraph.expr import relabel
     from cellgraph.graph import CellGraph
 
-    built = {}
-    for e in g.root.walk():
-        built[e] = e if isinstance(e, Leaf) else Node(e.op, e.act, swapped.get(e.tuple, e.tuple),
-                                                       built[e.left], built[e.right])
-    other = MultiCell((CellGraph(built[g.root], "h"),))
+    other = MultiCell((CellGraph(relabel(g.root, lambda n: (n.op, n.act, swapped.get(n.tuple, n.tuple))), "h"),))
     assert shape_form(other, gru.layout) == shape_form(gru.cell, gru.layout)
     assert shape_form(target("lstm").cell, target("lstm").layout) != shape_form(gru.cell, gru.layout)
 
