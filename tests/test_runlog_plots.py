@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from cellgraph.cli import main
 from cellgraph.files import write_json
 from cellgraph.runs import RunDir
