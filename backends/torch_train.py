@@ -482,8 +482,7 @@ class _EpochLoop:
         ep = _Epoch.of(resumed, self._empty_choices())
         saved_at = time.perf_counter()
         every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
-        bar = progress(len(parts), f"epoch {epoch}", dist.writes)
-        bar.update(ep.step)
+        bar = progress(len(parts), f"epoch {epoch}", dist.writes, initial=ep.step)
         batches = _batches(self.dataset.train, parts[ep.step:], _device_of(model))
         for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors[ep.step:]), ep.step + 1):
             model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))

@@ -78,9 +78,10 @@ class LineProgress:
     disable = False
 
     def __init__(self, total: int, desc: str, stream: TextIO, unit: str = "steps",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, initial: int = 0) -> None:
         self.total, self.desc, self.stream, self.unit, self.clock = max(int(total), 0), desc, stream, unit, clock
-        self.n, self.postfix, self.printed = 0, "", False
+        self.n = self.initial = int(initial)  # units done before this bar (a resumed epoch): not in the rate
+        self.postfix, self.printed = "", False
         self.start = self.last = clock()
         self.next_tenth = 1
 
@@ -103,12 +104,12 @@ class LineProgress:
         """The ``done`` line, where progress lines were written."""
         if self.printed:
             elapsed = self.clock() - self.start
-            self._write(f"{self.desc}: done, {self.n} {self.unit} in {_clock_text(elapsed)}"
+            self._write(f"{self.desc}: done, {self.n - self.initial} {self.unit} in {_clock_text(elapsed)}"
                         + (f", {self.postfix}" if self.postfix else ""))
 
     def _line(self, now: float) -> str:
         elapsed = now - self.start
-        rate = self.n / elapsed if elapsed > 0 else 0.0
+        rate = (self.n - self.initial) / elapsed if elapsed > 0 else 0.0
         one = self.unit[:-1] if self.unit.endswith("s") else self.unit
         speed = f"{rate:.3g}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.3g} s/{one}"
         parts = [f"{self.desc}: {self.n}/{self.total} {self.unit} ({100 * self.n // max(self.total, 1)}%)", speed]
@@ -139,17 +140,19 @@ def disabled() -> Iterator[None]:
 
 
 def progress(total: int, desc: str, show: bool = True, unit: str = "steps",
-             stream: TextIO | None = None) -> Progress:
-    """Progress of a step of ``total`` units named ``desc``: a bar on a terminal, plain lines
-    elsewhere, nothing when ``show`` is false or progress is off (:func:`enabled`)."""
+             stream: TextIO | None = None, initial: int = 0) -> Progress:
+    """Progress of a step of ``total`` units named ``desc``, ``initial`` of them done before
+    (a resumed epoch; they count in the fraction, not in the speed): a bar on a terminal,
+    plain lines elsewhere, nothing when ``show`` is false or progress is off (:func:`enabled`)."""
     if not (show and enabled()):
         return _Silent()
     stream = sys.stderr if stream is None else stream
     if stream.isatty():
         from tqdm import tqdm
 
-        return tqdm(total=total, desc=desc, unit=f" {unit}", leave=False, dynamic_ncols=True, file=stream)
-    return LineProgress(total, desc, stream, unit)
+        return tqdm(total=total, desc=desc, unit=f" {unit}", leave=False, dynamic_ncols=True, file=stream,
+                    initial=initial)
+    return LineProgress(total, desc, stream, unit, initial=initial)
 
 
 def note(message: str, show: bool = True) -> None:

@@ -19,10 +19,10 @@ class Clock:
         return self.now
 
 
-def run_steps(total: int, seconds_per_step: float) -> list[str]:
+def run_steps(total: int, seconds_per_step: float, initial: int = 0) -> list[str]:
     clock, out = Clock(), io.StringIO()
-    bar = LineProgress(total, "val", out, "sequences", clock=clock)
-    for _ in range(total):
+    bar = LineProgress(total, "val", out, "sequences", clock=clock, initial=initial)
+    for _ in range(total - initial):
         clock.now += seconds_per_step
         bar.update()
     bar.set_postfix(loss="0.5")
@@ -41,6 +41,12 @@ def test_a_line_every_30_seconds_when_tenths_are_slow():
     lines = run_steps(1000, 1.0)  # a tenth takes 100 s
     assert [line.split()[1] for line in lines[:4]] == ["30/1000", "60/1000", "90/1000", "100/1000"]
     assert run_steps(100, 20.0)[0] == "val: 2/100 sequences (2%), 20 s/sequence, ETA 32:40"
+
+
+def test_a_resumed_step_counts_its_done_units_in_the_fraction_not_the_rate():
+    lines = run_steps(100, 2.0, initial=60)  # 60 done before: 40 left at 2 s each
+    assert lines[0] == "val: 70/100 sequences (70%), 2 s/sequence, ETA 1:00"
+    assert lines[-1] == "val: done, 40 sequences in 1:20, loss 0.5"
 
 
 def test_a_short_step_prints_nothing():
