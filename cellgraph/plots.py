@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from cellgraph.errors import CellGraphError
 from cellgraph.runlog import RunLog
 
-__all__ = ["plot_runs", "learning_curves", "n_e_curve", "tree_shapes", "run_labels"]
+__all__ = ["plot_runs", "learning_curves", "seed_bands", "n_e_curve", "tree_shapes", "run_labels"]
 
 Note = Callable[[str], None]
 
@@ -126,6 +126,45 @@ def learning_curves(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore)
     return _save(fig, out_dir, "learning_curves")
 
 
+def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Per epoch logged by every run: the epoch, the mean, min and max of ``key`` over ``runs``."""
+    series = [dict(zip(*run.series(key))) for run in runs]
+    epochs = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    columns = [[s[e] for s in series] for e in epochs]
+    return epochs, [sum(c) / len(c) for c in columns], [min(c) for c in columns], [max(c) for c in columns]
+
+
+def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
+    """Validation metric per epoch of each variant (runs whose folder names differ only in
+    ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
+    metric. An epoch counts where every seed of the variant logged it."""
+    variants: dict[tuple[str, str], list[RunLog]] = {}
+    for run in runs:
+        variants.setdefault((run.metric, run.variant), []).append(run)
+    bands = {k: _band(group, f"val_{k[0]}") for k, group in variants.items()}
+    bands = {k: band for k, band in bands.items() if band[0]}
+    if not bands:
+        note("seed_bands: not drawn: no variant has an epoch logged by all of its seeds")
+        return []
+    metrics = list(dict.fromkeys(metric for metric, _ in bands))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.4 * len(metrics), 4.0), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        values: list[float] = []
+        for i, ((m, name), (epochs, mean, low, high)) in enumerate(bands.items()):
+            if m != metric:
+                continue
+            n = len(variants[(m, name)])
+            ax.plot(epochs, mean, color=_colour(i), marker="o", ms=3, label=f"{name} ({n} seed{'s' * (n > 1)})")
+            ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
+            values += low + high
+        _epoch_axis(ax)
+        _scale(ax, values, f"val {metric}")
+        ax.set_title(f"Validation {metric}: mean over seeds, band = min to max")
+        ax.legend(fontsize=7)
+    return _save(fig, out_dir, "seed_bands")
+
+
 def n_e_curve(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
     """``N_e``: changed tuple choices between consecutive epochs (RRNN-GRU runs)."""
     series = [(i, run.series("n_e")) for i, run in enumerate(runs)]
@@ -177,4 +216,5 @@ def tree_shapes(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> 
 def plot_runs(runs: Sequence[RunLog], out_dir: str | Path, note: Note = _ignore) -> list[Path]:
     """All pictures for ``runs``; returns every file written (``note``: what was not drawn)."""
     out = Path(out_dir)
-    return learning_curves(runs, out, note) + n_e_curve(runs, out, note) + tree_shapes(runs, out, note)
+    return (learning_curves(runs, out, note) + seed_bands(runs, out, note) + n_e_curve(runs, out, note)
+            + tree_shapes(runs, out, note))

@@ -21,6 +21,8 @@ leaf depth over the deepest (1 for a perfect tree, small for a caterpillar).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,11 @@ class RunLog:
     @property
     def metric(self) -> str:
         return metric_name(self.config["task"])
+
+    @property
+    def variant(self) -> str:
+        """The folder's name without its seed suffix ``-s<N>``: runs of one variant over seeds."""
+        return re.sub(r"-s\d+$", "", self.path.name)
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         """Epochs and values of metric ``key`` where logged; a logged value must be a number."""

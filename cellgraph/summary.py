@@ -13,7 +13,6 @@ seed suffix ``-s<N>`` removed, so that variants of one model are rows of their o
 from __future__ import annotations
 
 import statistics
-import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -35,7 +34,7 @@ TERMS = ("task", "td", "margin", "l2")
 
 def _group(log: RunLog, by: str) -> tuple[str, str]:
     if by == "name":
-        return log.config["task"], re.sub(r"-s\d+$", "", log.path.name)
+        return log.config["task"], log.variant
     return log.config["task"], log.config["model"]
 
 

@@ -94,6 +94,26 @@ def test_learning_curves_panels_scales_colours_and_legend(tmp_path, monkeypatch)
     assert names == ["rrnn (a/p1)", "rrnn (b/p1)", "train", "val"]  # folder names told apart
 
 
+def test_seed_bands_mean_line_and_min_max_band_per_variant(tmp_path, monkeypatch):
+    """Runs named VARIANT-s<seed> share one line (their mean) and one band (min to max) over
+    the epochs every seed logged; another variant gets its own colour."""
+    from cellgraph.plots import seed_bands
+
+    _metric_run(tmp_path / "best-gru-s0", "wiki", "gru", [3.0, 2.0, 1.0], [3.0, 2.0, 1.0])
+    _metric_run(tmp_path / "best-gru-s1", "wiki", "gru", [3.0, 2.0], [5.0, 4.0])
+    _metric_run(tmp_path / "best-rrnn-gru-s0", "wiki", "rrnn-gru", [4.0, 3.0], [4.5, 3.5])
+    figures = _figures(monkeypatch)
+    logs = [RunLog.load(tmp_path / p) for p in ("best-gru-s0", "best-gru-s1", "best-rrnn-gru-s0")]
+    assert seed_bands(logs, tmp_path)
+    (ax,) = figures["seed_bands"].axes
+    gru, rrnn = ax.get_lines()
+    assert list(gru.get_xdata()) == [1, 2] and list(gru.get_ydata()) == [4.0, 3.0]  # epoch 3: one seed only
+    assert list(rrnn.get_ydata()) == [4.5, 3.5] and gru.get_color() != rrnn.get_color()
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == 2.0 and band[:, 1].max() == 5.0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["best-gru (2 seeds)", "best-rrnn-gru (1 seed)"]
+
+
 def test_plot_says_what_it_did_not_draw(tmp_path, capsys):
     """A figure with nothing to show is left out with a note, never silently."""
     _metric_run(tmp_path / "g", "wiki", "gru", [3.0, 2.5], [3.1, 2.6])
@@ -101,7 +121,7 @@ def test_plot_says_what_it_did_not_draw(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "learning_curves.png" in out and "n_e" not in out
     assert "n_e: not drawn" in err and "rrnn-gru run with two epochs or more" in err
-    assert "tree_shapes: not drawn" in err
+    assert "tree_shapes: not drawn" in err and "seed_bands" in out
     assert not (tmp_path / "plots" / "n_e.png").exists()
 
 
