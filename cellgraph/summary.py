@@ -63,7 +63,8 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
               skip: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
     std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
-    them, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch).
+    them, ``recovery`` (the share of test cells with the planted teacher's shape) where every
+    run has it, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch).
     ``skip`` receives a note for each folder left out (:func:`_finished`); without it such
     a folder is an error, and so is finding no finished run."""
     if by not in GROUPINGS:
@@ -86,6 +87,8 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
                 row[f"{split}_{mode}"] = None if None in values else _mean_std(values)
         last = [log.metrics[-1] if log.metrics else {} for log, _ in runs]
         row["terms"] = {k: statistics.fmean(r.get(f"loss_{k}") or 0.0 for r in last) for k in TERMS}
+        recovery = [final.get("recovery", {}).get("structure_recovery") for _, final in runs]
+        row["recovery"] = None if None in recovery else _mean_std([float(v) for v in recovery])
         row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
         row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
@@ -123,21 +126,24 @@ def _cell(pair: tuple[float, float | None] | None, metric: str) -> str:
     return " ± ".join(format(v, form) for v in numbers)
 
 
-def markdown(rows: list[dict[str, Any]], terms: bool = False) -> str:
-    """The rows as a Markdown table; with both searches where any row has them, and with
-    ``terms`` the last epoch's weighted loss terms (task / TD / margin / L2); a line under it
-    where a row has one seed."""
+def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = False) -> str:
+    """The rows as a Markdown table; with both searches where any row has them, with
+    ``recovery`` the planted structure recovery, and with ``terms`` the last epoch's weighted
+    loss terms (task / TD / margin / L2); a line under it where a row has one seed."""
     modes = any(r["val_soft"] or r["test_soft"] for r in rows)
     head = "| task | model | metric | seeds | val | test |"
     if modes:
         head += " val (hard) | test (hard) | val (soft) | test (soft) |"
-    head += " epochs | train s/run |" + (" loss terms, last epoch: task / TD / margin / L2 |" if terms else "")
-    lines = [head, "|---" * (8 + 4 * modes + terms) + "|"]
+    head += (" recovery |" if recovery else "") + " epochs | train s/run |"
+    head += " loss terms, last epoch: task / TD / margin / L2 |" if terms else ""
+    lines = [head, "|---" * (8 + 4 * modes + recovery + terms) + "|"]
     for r in rows:
         m = r["metric"]
         cells = [r["task"], r["model"], m, str(r["n"]), _cell(r["val"], m), _cell(r["test"], m)]
         if modes:
             cells += [_cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
+        if recovery:
+            cells.append(_cell(r["recovery"], "share"))
         cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]
         if terms:
             cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))

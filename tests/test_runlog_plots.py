@@ -202,6 +202,25 @@ def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, caps
     assert "| wiki | gates | bpc | 2 |" in out and "| 40.5 / 2 / -1 / 0 |" in out
 
 
+def test_summarize_recovery_column_where_every_run_has_it(tmp_path, capsys):
+    """--recovery adds the planted structure recovery: mean ± std where every seed has it,
+    '—' for a model that searches no cells (gru)."""
+    for model, shares in (("rrnn-gru", (1.0, 0.5)), ("gru", (None, None))):
+        for seed, share in enumerate(shares):
+            run = RunDir.create(tmp_path / f"{model}-s{seed}")
+            run.write_config({"task": "planted", "model": model, "seed": seed})
+            run.write_final({"val_accuracy": 0.8, "test_accuracy": 0.8, "train_seconds": 1.0, "epochs_run": 2,
+                             **({"recovery": {"structure_recovery": share}} if share is not None else {})})
+    folders = [str(p) for p in sorted(tmp_path.iterdir())]
+    assert main(["summarize", *folders]) == 0
+    assert "recovery" not in capsys.readouterr().out
+    assert main(["summarize", "--recovery", *folders]) == 0
+    out = capsys.readouterr().out
+    assert "| recovery | epochs |" in out.splitlines()[0]
+    assert "| planted | rrnn-gru | accuracy | 2 | 0.800 ± 0.000 | 0.800 ± 0.000 | 0.750 ± 0.354 | 2.0 |" in out
+    assert "| planted | gru | accuracy | 2 | 0.800 ± 0.000 | 0.800 ± 0.000 | — | 2.0 |" in out
+
+
 def test_identity_chain_is_every_node_an_identity_addition():
     from cellgraph.expr import Node, h, x, zero
     from cellgraph.graph import CellGraph, MultiCell

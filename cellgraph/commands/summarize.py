@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", choices=("model", "name"), default="model",
                    help="group by task and model (default), or by run folder name without its "
                    "-s<seed> suffix (variants of one model as rows of their own)")
+    p.add_argument("--recovery", action="store_true",
+                   help="add the planted structure recovery: the share of test cells with the teacher's shape")
     p.add_argument("--terms", action="store_true",
                    help="add the last epoch's weighted loss terms (task / TD / margin / L2)")
     p.set_defaults(func=run)
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cellgraph summarize: {line}", file=sys.stderr)
 
     rows = summarize(args.runs, by=args.by, skip=note)
-    print(markdown(rows, terms=args.terms))
+    print(markdown(rows, terms=args.terms, recovery=args.recovery))
     if args.json:
         write_json(args.json, rows)
     return 0
