@@ -107,11 +107,12 @@ def _quiet() -> Iterator[None]:
 
 
 def search_space(model: str, task: str, fixed: Iterable[str]) -> dict[str, tuple[float, float, str]]:
-    """The paper's ranges for ``model`` in the table of ``task`` without the ``fixed`` keys."""
+    """The ranges for ``model`` in the table of ``task`` (the paper's, or ours for full RRNN)
+    without the ``fixed`` keys."""
     if (model, task) not in SEARCH_RANGES:
         known = ", ".join(f"{m} on {t}" for m, t in SEARCH_RANGES)
-        raise CellGraphError(f"the paper gives no search ranges for {model} on {task} (it has {known}); "
-                             "choose one of its tables with --ranges TASK")
+        raise CellGraphError(f"there are no search ranges for {model} on {task} (there are {known}); "
+                             "choose one of these tables with --ranges TASK")
     fixed = set(fixed)
     space = {key: spec for key, spec in SEARCH_RANGES[(model, task)].items() if key not in fixed}
     if not space:

@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=None, metavar="N",
                    help="configurations to draw when the study is created (a joining worker may leave it out)")
     p.add_argument("--ranges", choices=TASKS, default=None, metavar="TASK",
-                   help="use the paper's ranges of this task's table (default: --task; the paper has "
-                   "tables for wiki, sst and ptb)")
+                   help="use the ranges of this task's table (default: --task; the paper has tables for "
+                   "wiki, sst and ptb; wiki5k holds our table for full RRNN)")
     p.add_argument("--study", metavar="NAME", default=None, help="study name (default TASK-MODEL)")
     p.add_argument("--dir", metavar="STUDY_DIR", default=None,
                    help="folder of the study's runs and default storage (default searches/NAME)")
@@ -117,7 +117,7 @@ def _search(args: argparse.Namespace, hpo) -> int:
     table = args.ranges or base.task
     space = hpo.search_space(base.model, table, fixed)
     pinned = sorted(set(fixed) & set(SEARCH_RANGES[(base.model, table)]))
-    print(f"searching {', '.join(space)} over the paper's {base.model} ranges for {table}"
+    print(f"searching {', '.join(space)} over the {base.model} ranges of the {table} table"
           + (f"; fixed by --set: {', '.join(f'{k}={fixed[k]}' for k in pinned)}" if pinned else ""))
     name = hpo.check_name(args.study or f"{base.task}-{base.model}")
     folder = hpo.use_folder(args.dir or Path("searches") / name, name)
