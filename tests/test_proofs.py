@@ -196,6 +196,20 @@ def test_vanishing_holds_with_exact_jacobians(quick):
     assert result.evidence["max_jacobian_over_bound"] <= 1.0
     assert result.evidence["max_leaf_depth_sum"] < 1.0
     assert result.evidence["max_gradient_decay_rate"] < result.evidence["max_1_minus_eps"]
+    assert result.evidence["cells_outside_precondition"] == 0
+
+
+def test_vanishing_precondition_is_not_a_conclusion():
+    """A cell with C0 >= 1/2 is outside the theorem (left out, counted), not a violation; a
+    cell under it whose Jacobian exceeds the bound violates it."""
+    from proofs.vanishing import CellCheck
+
+    fine = dict(steps=3, max_jacobian=0.5, max_jacobian_over_bound=0.9, max_bound=0.8,
+                max_gradient_over_bound=0.5, decay_rate=0.5, direct=1.0)
+    outside = CellCheck(c0=0.6, **{**fine, "max_bound": 0.6})
+    assert not outside.applies and outside.holds
+    assert CellCheck(c0=0.3, **fine).applies and CellCheck(c0=0.3, **fine).holds
+    assert not CellCheck(c0=0.3, **{**fine, "max_jacobian_over_bound": 1.2}).holds
 
 
 def test_exploding_caterpillar_grows_like_1_35_power_and_corrected_holds(quick):
