@@ -58,12 +58,14 @@ def collect(job: Job, records: Path, log: Path) -> Path:
 @dataclass
 class Runner:
     """Runs ``jobs`` under ``root`` with ``workers`` at once (see the module docstring);
-    ``echo`` receives one line per event (start, end, failure)."""
+    ``echo`` receives one line per event (start, end, failure); ``program`` is what runs a
+    command's arguments (``cellgraph`` in this interpreter)."""
 
     root: Path
     records: Path
     workers: int = 1
     echo: Callable[[str], None] = print
+    program: tuple[str, ...] = (sys.executable, "-m", "cellgraph")
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,11 +98,11 @@ class Runner:
                         job = running.pop(future)
                         (done.add if future.result() else failed.append)(job.name)
             except KeyboardInterrupt:
-                self._interrupt()
+                self.interrupt()
                 raise
         return failed
 
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
         """Ctrl-C reaches the children on a terminal; from ``kill -INT`` only this process gets
         it: pass it on, then let each command save and exit."""
         with self._lock:
@@ -116,6 +118,9 @@ class Runner:
             self.echo(f"start {job.name}: cellgraph {shlex.join(argv)}")
             code, cpu, wall = self._command(job.name, argv, log)
             self._account(job.name, argv, cpu, wall, code)
+            if code in (130, -signal.SIGINT):
+                self.echo(f"stopped {job.name}: interrupted (it resumes when the plan runs again)")
+                return False
             if code != 0:
                 self.echo(f"FAILED {job.name} (exit {code}): see {log}")
                 return False
@@ -130,7 +135,7 @@ class Runner:
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"$ cellgraph {shlex.join(argv)}\n")
             out.flush()
-            proc = subprocess.Popen([sys.executable, "-m", "cellgraph", *argv], stdout=out,
+            proc = subprocess.Popen([*self.program, *argv], stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             with self._lock:
                 self._procs[name] = proc

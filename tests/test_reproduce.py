@@ -112,3 +112,20 @@ def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
     assert (tmp_path / "records" / "bad-fixed-lstm-s0" / "final.json").is_file()
     log = (tmp_path / "t1" / "logs" / "bad-search-gru.log").read_text()
     assert "no_such_key" in log
+
+
+def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
+    """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command; the
+    job is reported stopped, and a second run starts it again."""
+    import sys
+    import threading
+
+    from cellgraph.reproduce import Job
+
+    job = Job("x/slow", tmp_path / "slow", (("ignored",),), resume=("ignored",), record="x-slow")
+    lines: list[str] = []
+    runner = Runner(tmp_path, tmp_path / "records", echo=lines.append,
+                    program=(sys.executable, "-c", "import time; time.sleep(60)"))
+    threading.Timer(2.0, runner.interrupt).start()
+    assert runner.run([job]) == ["x/slow"]
+    assert lines[-1] == "stopped x/slow: interrupted (it resumes when the plan runs again)"
