@@ -20,26 +20,17 @@ from typing import Any, Callable, Sequence
 from cellgraph.backend import training_backend
 from cellgraph.config import resolve_config
 from cellgraph.errors import CellGraphError
+from cellgraph.reproduce import PLANTED, PLANTED_MODELS
 
 __all__ = ["DEMO_MODELS", "run_demo"]
 
-#: model -> settings on top of the shared demo settings
-DEMO_MODELS: dict[str, dict[str, Any]] = {
-    # the settings under which the argmax cells agree with the trained mixture on planted
-    # (RESULTS.md, "Temperature in units of the score spread")
-    "rrnn": {"n_iterations": 9, "scoring_hidden": 32, "mode": "soft", "lr": 3e-3,
-             "candidate_norm": "sample", "tau_end": 0.01, "tau_units": "std", "lambda_margin": 0.1},
-    "rrnn-gru": {"scoring_hidden": 16, "mode": "soft", "lr": 3e-3, "alternate_every": 2, "tau_end": 0.1},
-    "gru": {"lr": 3e-3},
-}
+#: model -> settings on top of :data:`SHARED`: the planted experiment's (docs/reproduce.md)
+DEMO_MODELS: dict[str, dict[str, Any]] = PLANTED_MODELS
 
 # One torch thread: the demo's tensors are small, and on a busy 2-core machine two
 # OpenMP threads per process spin against each other (measured: 20x slower).
-SHARED = {
-    "task": "planted", "hidden_size": 16, "batch_size": 32, "epochs": 4, "patience": 4,
-    "max_train": 384, "max_eval": 128, "lambda_td": 1e-2, "lambda_margin": 1e-3, "lambda_l2": 1e-6,
-    "log_structures": 32, "num_threads": 1,
-}
+SHARED = {"task": "planted", **PLANTED, "epochs": 4, "patience": 4, "max_train": 384, "max_eval": 128,
+          "num_threads": 1}
 
 
 def _step(log: Callable[[str], None], number: int, text: str) -> None:
