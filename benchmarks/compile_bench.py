@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch_device import synchronize
-from cellgraph.backends.torch_rrnn import RRNN
+from cellgraph.backends.torch.device import synchronize
+from cellgraph.backends.torch.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import training_step
 

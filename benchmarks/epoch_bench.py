@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch_device import synchronize
-from cellgraph.backends.torch_rrnn import RRNN
-from cellgraph.datasets import load_dataset
+from cellgraph.backends.torch.device import synchronize
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.data.datasets import load_dataset
 
 __all__ = ["CharModel", "epoch_time"]
 

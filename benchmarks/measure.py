@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cellgraph.backends.torch_device import synchronize
+from cellgraph.backends.torch.device import synchronize
 
 __all__ = ["best_time", "peak_memory", "machine", "load_average"]
 

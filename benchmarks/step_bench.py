@@ -4,13 +4,13 @@ measured in the same run.
 
 Models (all with input size = hidden size ``p``):
 
-* ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch_rrnn.RRNN`
+* ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch.rrnn.RRNN`
   with the paper's sets (3 trainable tuples + identity, U = {sigmoid, tanh, 1-x, id},
   O = {+, *}, aux {0}), per-sample trees; ``rrnn_soft_recompute`` the same with the search
   recomputed in the backward pass;
-* ``rrnn_gru``: :class:`~cellgraph.backends.torch_rrnn.RRNNGRU`;
-* ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch_freeze.freeze`),
-  run over time by :class:`~cellgraph.backends.torch_freeze.FrozenRNN` (a Python loop over the
+* ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn.RRNNGRU`;
+* ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
+  run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
   steps; the projections of ``x`` made for all steps before it);
 * ``gru_cell_loop``: a Python loop over ``torch.nn.GRUCell``; ``torch_gru``: ``torch.nn.GRU``.
 """
@@ -22,8 +22,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch_freeze import FrozenRNN, freeze
-from cellgraph.backends.torch_rrnn import RRNN, RRNNGRU, GRUBaseline
+from cellgraph.backends.torch.freeze import FrozenRNN, freeze
+from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU, GRUBaseline
 from cellgraph.benchmarks.measure import best_time, peak_memory
 from cellgraph.targets import target
 

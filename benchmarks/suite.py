@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch_device import resolve_device
+from cellgraph.backends.torch.device import resolve_device
 from cellgraph.benchmarks import compile_bench, epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
 from cellgraph.benchmarks.measure import load_average, machine
-from cellgraph.datadir import resolve_data_dir
+from cellgraph.data.datadir import resolve_data_dir
 from cellgraph.errors import CellGraphError
 
 __all__ = ["SIZES", "run", "targets", "table"]

@@ -7,14 +7,14 @@ Numeric evaluation lives in backends found by name (:func:`cellgraph.backend`);
 """
 
 from cellgraph.backend import backend, backend_names
+from cellgraph.cell.expr import Expr, Leaf, Node, Role
+from cellgraph.cell.graph import CellGraph, MultiCell
+from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
+from cellgraph.cell.registry import Activation, Op, register_activation, register_op
+from cellgraph.cell.tree import Tree, unfold
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.expr import Expr, Leaf, Node, Role
-from cellgraph.graph import CellGraph, MultiCell
-from cellgraph.layout import Layout, SearchSpace, TupleSpec
-from cellgraph.registry import Activation, Op, register_activation, register_op
-from cellgraph.runs import load_run
+from cellgraph.experiment.runs import load_run
 from cellgraph.targets import Target, target, target_names
-from cellgraph.tree import Tree, unfold
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """Numeric backends as plugins, found by name through entry points.
 
 A backend is any object published in the entry-point group ``cellgraph.backends``
-(``pyproject.toml``: ``numpy = "cellgraph.backends.numpy_backend:backend"``, ``torch = ...``;
+(``pyproject.toml``: ``numpy = "cellgraph.backends.numpy.backend:backend"``, ``torch = ...``;
 a third-party package adds its own line). :func:`backend` loads one by name and caches it,
 :func:`backend_names` lists the installed ones. The core never imports a backend module
 directly, so it runs without torch.
@@ -19,10 +19,10 @@ from functools import cache
 from importlib import metadata
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
+from cellgraph.cell.expr import Expr, Leaf
+from cellgraph.cell.graph import CellGraph, MultiCell
+from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Leaf
-from cellgraph.graph import CellGraph, MultiCell
-from cellgraph.layout import SearchSpace
 
 __all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "TrainingBackend", "backend", "backend_names",
            "training_backend"]
@@ -36,7 +36,7 @@ class Backend(Protocol):
 
     ``params`` is the backend's parameter set indexed by layout tuple index ``r``:
     ``(L_r (p, p), R_r (p, p), b_r (p,))``. Leaf values have shape ``(p,)`` or ``(B, p)``;
-    constant leaves without a value are filled by :mod:`cellgraph.constants`.
+    constant leaves without a value are filled by :mod:`cellgraph.cell.constants`.
     """
 
     name: str
@@ -70,7 +70,7 @@ class SearchBackend(Backend, Protocol):
 
 @runtime_checkable
 class TrainingBackend(Backend, Protocol):
-    """A backend that trains the models of :mod:`cellgraph.config` into run folders and
+    """A backend that trains the models of :mod:`cellgraph.experiment.config` into run folders and
     loads them again (paper, Sec. 3.3 and 4)."""
 
     def resolve_device(self, name: str) -> str:

@@ -1,8 +1,8 @@
 """Symbolic target cells: GRU and LSTM as cell graphs (paper Eq. 1-4, Appendix
 "Expressibility"; docs/paper-notes.md, *Target cells: GRU and LSTM*).
 
-Each :class:`Target` carries its multi-state cell, the :class:`~cellgraph.layout.Layout`
-that says which weight tuple each node uses, and one :class:`~cellgraph.layout.SearchSpace`
+Each :class:`Target` carries its multi-state cell, the :class:`~cellgraph.cell.layout.Layout`
+that says which weight tuple each node uses, and one :class:`~cellgraph.cell.layout.SearchSpace`
 per run (the sets ``L, R, B, U, O, S_data, S_prev, S_aux`` and ``N_bar`` with which
 Algorithm 2 can build it). Operands are ordered as Algorithm 2 orders them: the earlier
 node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
@@ -27,10 +27,10 @@ from typing import Callable
 
 import numpy as np
 
+from cellgraph.cell.expr import Leaf, Node, Role, c, h, x, zero
+from cellgraph.cell.graph import CellGraph, MultiCell
+from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Leaf, Node, Role, c, h, x, zero
-from cellgraph.graph import CellGraph, MultiCell
-from cellgraph.layout import Layout, SearchSpace, TupleSpec
 
 __all__ = ["Target", "target", "target_names", "torch_tuples", "TARGETS"]
 

@@ -55,10 +55,10 @@ from typing import Sequence
 
 import numpy as np
 
-from cellgraph import registry
-from cellgraph.backends.numpy_backend import mlp_alpha, search
-from cellgraph.expr import Expr, Node, h, one, x
-from cellgraph.layout import SearchSpace
+from cellgraph.backends.numpy.backend import mlp_alpha, search
+from cellgraph.cell import registry
+from cellgraph.cell.expr import Expr, Node, h, one, x
+from cellgraph.cell.layout import SearchSpace
 from cellgraph.proofs.gradients import (
     Params,
     Trajectory,
@@ -70,9 +70,9 @@ from cellgraph.proofs.gradients import (
     state_jacobians,
     unrolled_jacobian,
 )
+from cellgraph.cell.tree import unfold
 from cellgraph.proofs.lemma2 import leaf_depth_sequences
 from cellgraph.proofs.report import Outcome, Result, timed
-from cellgraph.tree import unfold
 
 __all__ = [
     "literal_threshold",

@@ -27,14 +27,14 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cellgraph.algorithm2 import EXCLUSION_TOL, pairs
-from cellgraph.backends.numpy_backend import evaluate_cell, search_cell
-from cellgraph.backends.numpy_eval import as_params, combine, numpy_activation, numpy_op
-from cellgraph.backends.numpy_search import SearchResult
-from cellgraph.constants import default_leaf_values
+from cellgraph.backends.numpy.backend import evaluate_cell, search_cell
+from cellgraph.backends.numpy.eval import as_params, combine, numpy_activation, numpy_op
+from cellgraph.backends.numpy.search import SearchResult
+from cellgraph.cell.constants import default_leaf_values
+from cellgraph.cell.expr import Expr, Leaf, Node, Role
+from cellgraph.cell.graph import MultiCell
+from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Leaf, Node, Role
-from cellgraph.graph import MultiCell
-from cellgraph.layout import SearchSpace
 from cellgraph.proofs.lemma1 import ranked_alpha
 
 __all__ = ["path_candidates", "merge_close", "intended_alpha", "construct"]
@@ -128,7 +128,7 @@ def construct(
     params: Params,
     leaves: Mapping[Leaf, np.ndarray],
 ) -> tuple[list[SearchResult], int]:
-    """Run Algorithm 2 (:func:`~cellgraph.backends.numpy_backend.search_cell`) on one sample
+    """Run Algorithm 2 (:func:`~cellgraph.backends.numpy.backend.search_cell`) on one sample
     with, for each run, the scoring function that makes it build ``cell``'s graph of that
     run. Returns the search results and the largest number of ranked points."""
     states = evaluate_cell(cell, leaves, params)

@@ -37,9 +37,9 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from cellgraph.algorithms.canonical import isomorphic
+from cellgraph.cell.expr import h, relabel, x
+from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import h, relabel, x
-from cellgraph.graph import CellGraph, MultiCell
 from cellgraph.proofs.expressibility import construct
 from cellgraph.proofs.report import Outcome, Result, joined, timed
 from cellgraph.targets import Target, target, torch_tuples

@@ -35,8 +35,8 @@ from typing import Iterator
 
 import numpy as np
 
-from cellgraph.backends.numpy_backend import evaluate
-from cellgraph.expr import Expr, Leaf, Node, Role, c, h, x, zero
+from cellgraph.backends.numpy.backend import evaluate
+from cellgraph.cell.expr import Expr, Leaf, Node, Role, c, h, x, zero
 from cellgraph.proofs.gru_theorem import (
     P_VALUES,
     Draw,

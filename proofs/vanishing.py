@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cellgraph import registry
-from cellgraph.backends.numpy_backend import mlp_alpha, search
-from cellgraph.expr import Expr, Leaf, h, one, x, zero
-from cellgraph.layout import SearchSpace
+from cellgraph.backends.numpy.backend import mlp_alpha, search
+from cellgraph.cell import registry
+from cellgraph.cell.expr import Expr, Leaf, h, one, x, zero
+from cellgraph.cell.layout import SearchSpace
 from cellgraph.proofs.gradients import (
     Params,
     Trajectory,
@@ -50,9 +50,9 @@ from cellgraph.proofs.gradients import (
     spectral_norm,
     state_jacobians,
 )
+from cellgraph.cell.tree import unfold
 from cellgraph.proofs.report import Outcome, Result, timed
 from cellgraph.targets import target
-from cellgraph.tree import unfold
 
 __all__ = ["Conditions", "conditions", "leaf_depth_sum", "CellCheck", "check_cell", "check"]
 

@@ -13,9 +13,9 @@ from typing import Literal
 import numpy as np
 from hypothesis import settings, strategies as st
 
-from cellgraph.expr import Expr, Node, h, x, zero
-from cellgraph.layout import Layout, SearchSpace, TupleSpec
-from cellgraph.tree import Tree, unfold
+from cellgraph.cell.expr import Expr, Node, h, x, zero
+from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
+from cellgraph.cell.tree import Tree, unfold
 
 __all__ = ["DETERMINISTIC", "LAYOUT", "SPACE", "exprs", "trees", "isomorphs"]
 

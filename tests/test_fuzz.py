@@ -1,10 +1,10 @@
 """Fuzzing of every loader and of the CLI with bad input.
 
 Every file the project reads is fuzzed through its loader: cell documents
-(:mod:`cellgraph.jsonio`), config TOML, ``--set`` items and presets (:mod:`cellgraph.config`),
-SST trees, PTB and enwik8 text (:mod:`cellgraph.data_text`), GloVe vectors
-(:mod:`cellgraph.glove`), checkpoints (:mod:`cellgraph.backends.torch_checkpoint`), JSON
-(:func:`cellgraph.files.read_json`) and run folders (:class:`cellgraph.runlog.RunLog`). Each
+(:mod:`cellgraph.export.jsonio`), config TOML, ``--set`` items and presets (:mod:`cellgraph.experiment.config`),
+SST trees, PTB and enwik8 text (:mod:`cellgraph.data.text`), GloVe vectors
+(:mod:`cellgraph.data.glove`), checkpoints (:mod:`cellgraph.backends.torch.checkpoint`), JSON
+(:func:`cellgraph.files.read_json`) and run folders (:class:`cellgraph.experiment.runlog.RunLog`). Each
 starts from valid inputs built here and mutates them (bytes flipped, set, deleted, inserted,
 duplicated, truncated; JSON fields replaced by values of other types, deleted or added), or
 feeds random bytes. A loader may accept the input or raise :class:`CellGraphError` whose
@@ -40,14 +40,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cellgraph import jsonio
-from cellgraph.cli import build_parser, main
-from cellgraph.config import PRESETS, parse_set, resolve_config
-from cellgraph.data_text import load_ptb, load_sst, load_wiki, parse_sst_tree
+from cellgraph.cli.main import build_parser, main
+from cellgraph.data.glove import load_glove
+from cellgraph.data.text import load_ptb, load_sst, load_wiki, parse_sst_tree
 from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.experiment.config import PRESETS, parse_set, resolve_config
+from cellgraph.experiment.runlog import RunLog
+from cellgraph.export import jsonio
 from cellgraph.files import read_json
-from cellgraph.glove import load_glove
-from cellgraph.runlog import RunLog
 from cellgraph.targets import target
 
 FAST_EXAMPLES = 150
@@ -381,7 +381,7 @@ def fuzz_glove(data: st.DataObject, files: Files) -> None:
 
 
 def fuzz_checkpoint(data: st.DataObject, files: Files) -> None:
-    from cellgraph.backends.torch_checkpoint import _digest, load_checkpoint
+    from cellgraph.backends.torch.checkpoint import _digest, load_checkpoint
 
     raw = data.draw(byte_inputs(checkpoint_bytes()))
     path = files.write("last.pt", raw)
@@ -502,8 +502,8 @@ def fake_statements(only, seed, quick=False):
 def fake_train(config, out_dir, resume=False, argv=None, **kwargs):
     """Stands in for training (minutes with the default sizes; test_train covers it): the
     command has resolved a valid config; the run folder is checked as the trainer does."""
-    from cellgraph.config import TrainConfig
-    from cellgraph.runs import RunDir
+    from cellgraph.experiment.config import TrainConfig
+    from cellgraph.experiment.runs import RunDir
 
     assert isinstance(config, TrainConfig)
     RunDir.create(out_dir, resume=resume)
@@ -514,9 +514,9 @@ def fake_train(config, out_dir, resume=False, argv=None, **kwargs):
 #: argv and the files they name, which are still read. A module not there yet is skipped.
 STAND_INS = {
     "cellgraph.proofs.suite.run": fake_statements,
-    "cellgraph.backends.torch_train.train": fake_train,
-    "cellgraph.commands.demo.run": lambda args: 0,
-    "cellgraph.commands.bench.run": lambda args: 0,
+    "cellgraph.backends.torch.train.train": fake_train,
+    "cellgraph.cli.commands.demo.run": lambda args: 0,
+    "cellgraph.cli.commands.bench.run": lambda args: 0,
 }
 
 
@@ -527,7 +527,7 @@ def fewer_trials(real):
 
 
 #: Functions wrapped (not replaced) under the CLI fuzzer: target -> wrapper of the original.
-WRAPPERS = {"cellgraph.hpo.draw": fewer_trials}
+WRAPPERS = {"cellgraph.experiment.hpo.draw": fewer_trials}
 
 #: A small but real run (train, eval and export read it).
 TINY_RUN = dict(task="planted", model="rrnn-gru", hidden_size=6, n_iterations=3, scoring_hidden=4, max_train=8,
@@ -538,8 +538,8 @@ def tiny_runs(files: Files) -> list[Path]:
     """A trained tiny run and copies with a damaged config, checkpoint or structure log."""
     import shutil
 
-    from cellgraph.backends.torch_train import train
-    from cellgraph.config import TrainConfig
+    from cellgraph.backends.torch.train import train
+    from cellgraph.experiment.config import TrainConfig
 
     good = files.path("tiny")
     train(TrainConfig(**TINY_RUN), good, log=lambda line: None)
@@ -640,7 +640,7 @@ def test_settings_no_run_could_use_are_rejected(item):
 
 
 def test_run_config_json_is_validated(tmp_path):
-    from cellgraph.config import load_run_config
+    from cellgraph.experiment.config import load_run_config
 
     path = tmp_path / "config.json"
     for text, message in (("[1]", "expected a JSON object"), ('{"epochs": "x"}', "epochs: expected a int"),
@@ -667,7 +667,7 @@ def test_encrypted_enwik8_zip_is_a_format_error(tmp_path):
 
 
 def test_checkpoint_with_binary_sidecar_or_folder_is_a_checkpoint_error(tmp_path):
-    from cellgraph.backends.torch_checkpoint import CheckpointError, load_checkpoint
+    from cellgraph.backends.torch.checkpoint import CheckpointError, load_checkpoint
 
     path = tmp_path / "last.pt"
     path.write_bytes(checkpoint_bytes()[0])
@@ -702,7 +702,7 @@ def test_damaged_run_folders_are_format_errors_naming_the_file(tmp_path, part, d
 
 
 def test_summary_of_a_damaged_final_json(tmp_path):
-    from cellgraph.summary import summarize
+    from cellgraph.experiment.summary import summarize
 
     folder = write_run(tmp_path / "run", *valid_run_bytes())
     for text, message in (("[]", "final.json: expected a JSON object"),

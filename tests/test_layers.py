@@ -17,10 +17,9 @@ import cellgraph
 
 PACKAGE = Path(cellgraph.__file__).parent
 #: The command line: it may import every layer (a command runs the proofs or a trainer).
-COMMAND_LINE = ("commands", "cli.py", "__main__.py", "demo.py")
+COMMAND_LINE = ("cli", "__main__.py")
 #: What the core may not import.
-ABOVE = ("torch", "cellgraph.backends", "cellgraph.proofs", "cellgraph.benchmarks", "cellgraph.commands",
-         "cellgraph.cli", "cellgraph.demo")
+ABOVE = ("torch", "cellgraph.backends", "cellgraph.proofs", "cellgraph.benchmarks", "cellgraph.cli")
 CORE = sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in COMMAND_LINE)
 
 
@@ -37,8 +36,9 @@ def imported(path: Path) -> list[tuple[int, str]]:
 
 def test_the_core_is_every_module_but_the_command_line():
     names = {p.relative_to(PACKAGE).as_posix() for p in CORE}
-    assert {"expr.py", "planted.py", "hpo.py", "algorithms/distance.py", "config.py"} <= names
-    assert not any(n.startswith("commands/") for n in names) and "demo.py" not in names
+    assert {"cell/expr.py", "data/planted.py", "experiment/hpo.py", "algorithms/distance.py",
+            "experiment/config.py", "targets.py", "algorithm2.py", "export/draw.py"} <= names
+    assert not any(n.startswith("cli/") for n in names) and "__main__.py" not in names
 
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: p.relative_to(PACKAGE).as_posix())
@@ -57,7 +57,7 @@ def test_importing_every_core_module_leaves_torch_unimported():
 
 
 #: Modules that read and write cells and files but export nothing to sympy.
-WITHOUT_SYMPY = ("draw", "jsonio", "files", "names")
+WITHOUT_SYMPY = ("export.draw", "export.jsonio", "files", "cell.names")
 
 
 def test_drawings_and_json_files_leave_sympy_unimported():
@@ -69,6 +69,6 @@ def test_drawings_and_json_files_leave_sympy_unimported():
 
 @pytest.mark.parametrize("name", ["draw", "jsonio"])
 def test_drawings_and_json_files_import_neither_run_folders_nor_the_sympy_export(name):
-    wrong = [f"line {line}: {module}" for line, module in imported(PACKAGE / f"{name}.py")
-             if module.split(".")[:2] in (["cellgraph", "runs"], ["cellgraph", "symbolic"])]
+    wrong = [f"line {line}: {module}" for line, module in imported(PACKAGE / "export" / f"{name}.py")
+             if module.startswith(("cellgraph.experiment.runs", "cellgraph.export.symbolic"))]
     assert not wrong, f"{name}.py imports " + ", ".join(wrong)

@@ -14,23 +14,23 @@ is free (commutative ops), so isomorphic trees get equal codes and only they do.
   ``(child_code, edge)``, ``edge`` in ``{"L", "R"}``; sorted when the op is commutative, in
   ``(L, R)`` order otherwise.
 
-Given a :class:`~cellgraph.layout.Layout`, the edge labels of nodes whose tuple is an
+Given a :class:`~cellgraph.cell.layout.Layout`, the edge labels of nodes whose tuple is an
 identity tuple (``L_r = R_r = I``) are dropped (``edge`` is ``None``): there which operand
 takes ``L_r`` does not change the function, so ``mul(h, z)`` and ``mul(z, h)`` on the
 identity tuple become isomorphic.
 
 networkx's ``rooted_tree_isomorphism`` and ``to_nested_tuple`` ignore labels,
 hence this module. The code of a DAG node is computed once per distinct node (memoised
-over :meth:`~cellgraph.expr.Expr.walk`) and equals the code of its unfolded tree.
+over :meth:`~cellgraph.cell.expr.Expr.walk`) and equals the code of its unfolded tree.
 """
 
 from __future__ import annotations
 
+from cellgraph.cell.expr import IMPLIED_ROLES, Expr, Leaf, Node
+from cellgraph.cell.graph import CellGraph
+from cellgraph.cell.layout import Layout
+from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import IMPLIED_ROLES, Expr, Leaf, Node
-from cellgraph.graph import CellGraph
-from cellgraph.layout import Layout
-from cellgraph.tree import Tree
 
 __all__ = ["canonical", "canonical_string", "isomorphic"]
 
@@ -58,8 +58,8 @@ def canonical(obj: Cell, layout: Layout | None = None) -> tuple:
     """AHU canonical code of the unfolded tree of ``obj`` (see the module docstring).
 
     Args:
-        obj: a :class:`~cellgraph.tree.Tree`, an :class:`~cellgraph.expr.Expr` or a
-            :class:`~cellgraph.graph.CellGraph`.
+        obj: a :class:`~cellgraph.cell.tree.Tree`, an :class:`~cellgraph.cell.expr.Expr` or a
+            :class:`~cellgraph.cell.graph.CellGraph`.
         layout: when given, edge labels are dropped at nodes on its identity tuples.
 
     Returns:

@@ -40,9 +40,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cellgraph.algorithms.isomorphism import DEFAULT_MAX_SIZE, iso_swaps
+from cellgraph.cell.expr import Expr, Node
+from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Node
-from cellgraph.tree import Tree
 
 __all__ = ["vd", "td", "td_iso", "td_dag", "multiplicities"]
 

@@ -10,7 +10,7 @@ An isomorph is named by the set of heap labels of ``T`` (Sec. 3.3: root 1, child
 The class is enumerated without duplicates by construction, in the AHU manner of
 :mod:`cellgraph.algorithms.canonical`: a position swaps only when its two children have
 different canonical codes, i.e. different DAG nodes (the layout-free canonical code is
-one-to-one on :class:`~cellgraph.expr.Expr`). Swapping two equal operands changes nothing,
+one-to-one on :class:`~cellgraph.cell.expr.Expr`). Swapping two equal operands changes nothing,
 so the class has
 
     ``|Iso(u(o(a, b)))| = |Iso(a)| |Iso(b)| (2 if o is commutative and a != b else 1)``
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Collection
 
+from cellgraph.cell.expr import Expr, Leaf, Node
+from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
-from cellgraph.expr import Expr, Leaf, Node
-from cellgraph.tree import Tree
 
 __all__ = [
     "DEFAULT_MAX_SIZE", "iso_class", "iso_class_size", "iso_swaps", "apply_swaps", "position_key",

@@ -1,0 +1,730 @@
+"""Batched Algorithm 2 in torch: every sample of a batch builds its own cell (paper,
+Algorithm 2 and Sec. 3.2; the rules of :mod:`cellgraph.algorithm2`; docs/paper-notes.md,
+*Algorithm 2: exact semantics* and *Scoring, choice modes and the margin*).
+
+For a batch of ``B`` samples with leaf vectors ``(B, n_leaves, p)`` the search runs
+``N_bar`` iterations; iteration ``k`` scores the candidates
+
+    v = u(z),   z = o(L_r c_i, R_r c_j) + b_r,    i < j over  S_data, S_prev, S_aux, P_{k-1}
+
+with the scoring network ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` and appends
+``c_k*`` to the node list. All work is batched over (sample, tuple, op, activation, pair);
+the only Python loop runs over the iterations ``k``.
+
+Work saved, results unchanged:
+
+* incremental candidates: iteration ``k >= 2`` builds only the pairs
+  ``(i, c_{k-1}*)``; the scores of older candidates are kept, and so are their vectors
+  (one *block* per iteration, stored once, never re-concatenated);
+* every node is projected once: one matmul gives ``L_r c`` and ``R_r c`` for all ``r``
+  (and ``W1 L_r c``, ``W1 R_r c`` when the shortcut below applies);
+* an *affine* activation ``u(z) = a z + c`` (``identity``, ``one_minus``) is never
+  materialized: a block stores ``z`` and the non-affine ``u(z)`` only; the vectors, the
+  soft mixture and the exclusion keys of the affine candidates are derived from ``z``;
+* the first layer of ``alpha`` is linear, so ``W_1 u(z) + b_1 = a W_1 z + (c W_1 1 + b_1)``
+  is shared by all affine activations of a ``(r, o, pair)`` (:class:`_AffineScores`, which
+  keeps ``W_1 z`` for the backward pass and recomputes the sigmoids, rather than keeping
+  them), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no ``p x H``
+  product per candidate);
+* exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
+  ``g . v`` first (computed in the working dtype, held as an interval that covers the
+  tolerance and the rounding): two vectors whose intervals do not overlap cannot be equal,
+  and only the rare remaining pairs are compared entry by entry.
+
+The search and :func:`prepare` run in the *working dtype*, that of the parameters, with
+autocast switched off inside them (mixed precision is not applied to the full-RRNN search):
+a bfloat16 matmul would round candidate vectors by ~1e-2, far beyond ``EXCLUSION_TOL``, so
+equal candidates could escape the exclusion test, and the keys' error bound
+(:class:`_KeyRule`) is that of the working dtype.
+
+The block function (candidates and their scores) can run through ``torch.compile``
+(``search(..., compiled=CompiledBlock())``); where compilation fails it warns once and runs
+eagerly.
+
+Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
+every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
+batch and the features of its slot (``batch``) or over its features (``sample``), before it is
+scored. For an affine ``u(z) = a z + c`` with ``|a| = 1`` that is ``a zn`` with
+``zn = (z - mean_z) / sqrt(var_z + eps)`` (``c`` cancels, ``a^2 = 1``), so the shortcut still
+holds: a block stores ``zn``, and ``W_1 zn = (W_1 z - mean_z W_1 1) / sqrt(var_z + eps)`` is
+again a sum of per-node projections for ``o = add``. Other affine activations are
+materialised.
+
+Choice modes: ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
+vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
+recorded structure is the argmax) and ``straight-through`` (forward hard, backward soft).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+from torch._functorch import config as functorch_config
+
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
+                                  check_tau_units)
+from cellgraph.backends.torch import ops as torch_ops
+from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.cell.layout import SearchSpace
+from cellgraph.errors import CellGraphError
+from cellgraph.progress import note
+
+__all__ = ["CompiledBlock", "SearchParams", "prepare", "search"]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Static layout of the candidates of one search space.
+
+    Activations are held internally as the non-affine ones first, then the affine ones
+    (``u(z) = a z + c``); ``act_pos[u]`` maps an internal position to the position in
+    ``space.activations``.
+    """
+
+    ops: tuple
+    additive: tuple[bool, ...]
+    nonlinear: tuple
+    affine: tuple
+    affine_a: tuple[float, ...]
+    affine_c: tuple[float, ...]
+    act_pos: tuple[int, ...]
+
+    @staticmethod
+    def of(space: SearchSpace, norm: str = "none") -> "_Plan":
+        """The layout under candidate normalisation ``norm``: with one, an affine activation
+        with ``|a| = 1`` is held as ``u(zn) = a zn`` of the normalised ``zn`` (``c = 0``), any
+        other affine one as non-affine (computed and scored in full)."""
+        nonlinear, affine = [], []
+        for pos, name in enumerate(space.activations):
+            coef = torch_ops.affine(name)
+            if coef is not None and norm != "none":
+                coef = (coef[0], 0.0) if abs(coef[0]) == 1.0 else None
+            (nonlinear if coef is None else affine).append((pos, name, coef))
+        scaled = norm != "none"
+        return _Plan(
+            ops=tuple(torch_ops.op(o) for o in space.ops),
+            additive=tuple(torch_ops.is_additive(o) for o in space.ops),
+            nonlinear=tuple(torch_ops.activation(name) for _, name, _ in nonlinear),
+            affine=tuple(functools.partial(torch.mul, other=coef[0]) if scaled else torch_ops.activation(name)
+                         for _, name, coef in affine),
+            affine_a=tuple(coef[0] for _, _, coef in affine),
+            affine_c=tuple(coef[1] for _, _, coef in affine),
+            act_pos=tuple(pos for pos, _, _ in nonlinear + affine),
+        )
+
+    @property
+    def shortcut(self) -> bool:
+        return bool(self.affine) and any(self.additive)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """The weights of one run, prepared once per sequence (they do not change over time).
+
+    The scoring network ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` is held in the equal form
+    ``alpha(v) = w2 . sigmoid(W1 v + b1) + b2`` with ``W1 = 2 W_1``, ``b1 = 2 b_1``,
+    ``w2 = 2 w_2``, ``b2 = b_2 - sum(w_2)`` (``tanh t = 2 sigmoid(2t) - 1``; sigmoid is
+    several times cheaper than tanh on CPU).
+
+    Attributes:
+        space, plan: the search space (``n_r = len(space.tuples)``) and its layout.
+        proj_weight: ``(p, 2 n_r p [+ 2 n_r H])``: ``node @ proj_weight`` gives ``L_r c``,
+            ``R_r c`` for all ``r`` (and ``W1 L_r c``, ``W1 R_r c`` with the shortcut).
+        bias: ``(n_r, 1, p)`` the ``b_r``.
+        W1T, b1, w2, b2: ``(p, H)`` (``W1`` transposed), ``(H,)``, ``(H,)``, ``()``.
+        W1_bias: ``(n_r, 1, H)`` ``W1 b_r``.
+        affine_a, affine_c: ``(n_a,)`` the ``a``, ``c`` of the affine activations.
+        scale, offset: ``(n_a, 1, 1, 1)`` the ``a`` and ``(n_a, 1, 1, H)`` the
+            ``c W1 1 + b1``: the first layer of an affine activation is ``a W1 z + offset``.
+        W1_sum: ``(H,)`` ``W1 1``, which centres ``W1 z`` under candidate normalisation.
+        norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`).
+    """
+
+    space: SearchSpace
+    plan: _Plan
+    proj_weight: Tensor
+    bias: Tensor
+    W1T: Tensor
+    b1: Tensor
+    w2: Tensor
+    b2: Tensor
+    W1_bias: Tensor
+    affine_a: Tensor
+    affine_c: Tensor
+    scale: Tensor
+    offset: Tensor
+    W1_sum: Tensor
+    norm: str = "none"
+
+
+@no_autocast()
+def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
+            W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none") -> SearchParams:
+    """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
+    rewrite ``alpha`` (``W1 (H, p)``, ``b1 (H,)``, ``w2 (H,)``, ``b2 ()``) in its sigmoid
+    form and precompute the projection matrix of the run (all differentiable). ``norm``: the
+    candidate normalisation."""
+    if norm not in CANDIDATE_NORMS:
+        raise CellGraphError(f"unknown candidate_norm {norm!r} (known: {', '.join(CANDIDATE_NORMS)})")
+    idx = _on_device(space.tuples, torch.int64, L.device)
+    Ls, Rs, bs = L[idx], R[idx], b[idx]
+    p = L.shape[-1]
+    plan = _Plan.of(space, norm)
+    W1s, b1s, w2 = 2.0 * W1, 2.0 * b1, w2.reshape(-1)
+    rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
+    if plan.shortcut:
+        rows += [torch.matmul(W1s, Ls).reshape(-1, p), torch.matmul(W1s, Rs).reshape(-1, p)]
+    a, c = (_on_device(v, W1.dtype, W1.device) for v in (plan.affine_a, plan.affine_c))
+    W1_sum = W1s.sum(1)
+    return SearchParams(
+        space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
+        (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1_sum + b1s, W1_sum, norm,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _on_device(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``torch.tensor(values)`` on ``device``, copied there once per distinct ``values``
+    (the search needs the same few index and coefficient tensors at every step). Shared:
+    read only."""
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class _KeyRule:
+    """Exclusion keys: ``key(v) = g . v`` with ``g = linspace(1, 2, p)``, computed in the
+    working dtype, held as the interval ``key -+ (sum(g) EXCLUSION_TOL / 2 + rel m)`` where
+    ``m`` bounds ``g . |v|``. Two vectors within ``EXCLUSION_TOL`` (max-abs) have keys within
+    ``sum(g) EXCLUSION_TOL``, each computed with an error below ``(p + 2) eps m``, so their
+    intervals overlap: ``rel = 4 (p + 2) eps`` (the factor 4 covers the rounding of ``m``, of
+    the derived affine keys and of the interval ends)."""
+
+    g: Tensor
+    g_sum: float
+    rel: float
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def of(p: int, dtype: torch.dtype, device: torch.device) -> "_KeyRule":
+        """The rule of vectors of size ``p`` in the working ``dtype`` on ``device`` (made once:
+        ``g_sum`` is read back from the device)."""
+        g = torch.linspace(1.0, 2.0, p, dtype=dtype, device=device)
+        return _KeyRule(g, float(g.double().sum()), 4.0 * (p + 2) * torch.finfo(dtype).eps)
+
+    def interval(self, key: Tensor, mag: Tensor) -> tuple[Tensor, Tensor]:
+        """``(lo, hi)`` of keys ``key`` with magnitude bounds ``mag``."""
+        radius = mag * self.rel + self.g_sum * EXCLUSION_TOL / 2
+        return key - radius, key + radius
+
+    def of_vectors(self, v: Tensor) -> tuple[Tensor, Tensor]:
+        """``(lo, hi)`` of the vectors ``v (..., p)``."""
+        return self.interval(v @ self.g, v.abs() @ self.g)
+
+
+class _AffineScores(torch.autograd.Function):
+    """``scores[:, u] = w2 . sigmoid(a_u t + offset_u)``: the scores of the affine activations
+    from ``t = W1 z (B, n_r, P, H)`` (``offset (n_a, 1, 1, H)``, ``scale (n_a, 1, 1, 1)`` the
+    constants ``a``).
+
+    Saves ``t`` rather than the sigmoids (half the memory: the sigmoid outputs are what soft
+    mode keeps most of) and recomputes them in the backward pass one activation at a time, so
+    that each ``(B, n_r, P, H)`` slab is reused while it is in cache."""
+
+    @staticmethod
+    def forward(ctx, t: Tensor, offset: Tensor, w2: Tensor, scale: Tensor) -> Tensor:
+        ctx.save_for_backward(t, offset, w2, scale)
+        scores = []
+        for u in range(scale.shape[0]):  # a loop, not a comprehension, for dynamo
+            scores.append(torch.addcmul(offset[u], t, scale[u]).sigmoid_() @ w2)
+        return torch.stack(scores, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+        t, offset, w2, scale = ctx.saved_tensors
+        grad_t = grad_w2 = None
+        grad_offset = []
+        for u in range(scale.shape[0]):
+            s = torch.addcmul(offset[u], t, scale[u]).sigmoid_()
+            g = grad[:, u]
+            gw = torch.mv(s.view(-1, s.shape[-1]).T, g.reshape(-1))
+            grad_w2 = gw if grad_w2 is None else grad_w2.add_(gw)
+            ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
+            grad_offset.append(ds.sum((0, 1, 2)))
+            grad_t = ds.mul_(scale[u]) if grad_t is None else grad_t.addcmul_(ds, scale[u])
+        return grad_t, torch.stack(grad_offset).view_as(offset), grad_w2, None
+
+
+def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor | None,
+           GR: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+    """The candidates of one iteration, their scores and exclusion keys (a pure tensor
+    function, so that ``torch.compile`` can take it).
+
+    Args:
+        w: the run's weights.
+        rule: the exclusion keys.
+        Lc, Rc: ``(B, n_r, P, p)`` ``L_r c_i`` and ``R_r c_j`` of the ``P`` pairs
+            (``Rc`` may broadcast over ``P``).
+        GL, GR: ``W1 L_r c_i``, ``W1 R_r c_j`` ``(B, n_r, P, H)`` with the shortcut, else None.
+
+    Returns:
+        ``Z (B, n_o, n_r, P, p)`` the ``z`` (``zn`` under a candidate normalisation); ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
+        ``u(z)`` (None without any); ``scores``, ``lo``, ``hi`` ``(B, size)`` in the
+        block's flat order (activation, op, tuple, pair), ``size = (n_nl + n_a) n_o n_r P``:
+        the scores and the key intervals (not differentiable; an affine candidate
+        ``v = a z + c`` gets the key ``a (g . z) + c sum(g)`` and the magnitude bound
+        ``|a| g . |z| + |c| sum(g)``).
+    """
+    plan, normed = w.plan, w.norm != "none"
+    zs = [o(Lc, Rc) + w.bias for o in plan.ops]
+    Z = torch.stack(zs, 1)
+    B, p = Z.shape[0], Z.shape[-1]
+    scores, Vn = [], None
+    if plan.nonlinear:
+        Vn = torch.stack([u(Z) for u in plan.nonlinear], 1)
+        if normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
+            Vn = _normalized(Vn, w.norm)[0]
+        h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
+        scores.append((h1 @ w.w2).view(B, -1))
+    if plan.affine:
+        if normed:  # the affine candidates are a zn: the block keeps zn (statistics per slot)
+            Z, mean, rstd = _normalized(Z, w.norm)
+        per_op = []
+        for o, additive in enumerate(plan.additive):  # t = W1 z (B, n_r, P, H), of zn if normed
+            if additive:
+                t = GL + (GR + w.W1_bias)
+                if normed:
+                    t = (t - mean[:, o] * w.W1_sum) * rstd[:, o]
+            else:
+                z = Z[:, o] if normed else zs[o]
+                t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+            per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
+        scores.append(torch.stack(per_op, 2).view(B, -1))
+    keys, mags, g = [], [], rule.g
+    if Vn is not None:
+        V = Vn.detach()
+        keys.append((V @ g).view(B, -1))
+        mags.append((V.abs() @ g).view(B, -1))
+    if plan.affine:
+        z, a = Z.detach(), w.scale.detach()
+        c = w.affine_c.detach().view(-1, 1, 1, 1) * rule.g_sum
+        keys.append(((z @ g).unsqueeze(1) * a + c).view(B, -1))
+        mags.append(((z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
+    return Z, Vn, torch.cat(scores, 1) + w.b2, *rule.interval(torch.cat(keys, 1), torch.cat(mags, 1))
+
+
+def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
+    """``((v - mean) * rstd, mean, rstd)`` with ``rstd = 1 / sqrt(var + NORM_EPS)``, the
+    statistics of each candidate slot ``v (B, ..., p)``: over the batch and the features
+    (``batch``) or over the features (``sample``)."""
+    dims = (0, -1) if norm == "batch" else (-1,)
+    var, mean = torch.var_mean(v, dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + NORM_EPS)
+    return (v - mean) * rstd, mean, rstd
+
+
+class CompiledBlock:
+    """:func:`_block` through ``torch.compile`` for one model, made at its first call. Where
+    compilation fails (at ``torch.compile`` or at a compiled call) it warns once and runs
+    eagerly from then on: this model only, not every model of the process. The backward graph
+    is compiled with the forward one (not lazily at the first backward pass), so that a
+    failure shows at the call, which is then redone eagerly."""
+
+    def __init__(self) -> None:
+        self._fn: Callable | None = None
+        self.fell_back = False
+
+    def __call__(self, *args) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+        if self.fell_back:
+            return _block(*args)
+        first = self._fn is None
+        start = time.perf_counter()
+        try:
+            if first:
+                note("compiling the cell search with torch.compile (tens of seconds, once per model)...")
+                self._fn = torch.compile(_block, dynamic=True)
+            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+                out = self._fn(*args)
+        except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
+            self.fell_back = True
+            warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
+                          f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+            return _block(*args)
+        if first:
+            note(f"compiled the cell search in {time.perf_counter() - start:.0f} s")
+        return out
+
+
+class _Block:
+    """The candidates of one iteration: ``Z``, ``Vn`` and ``scores`` of :func:`_block`.
+
+    Flat candidate index of a sample: ``u * X + (o * n_r + r) * P + q`` with ``u`` the
+    internal activation position and ``X = n_o n_r P``; the affine candidates
+    (``u >= n_nl``) are ``a_u z + c_u``, computed from ``Z`` when needed.
+    """
+
+    def __init__(self, params: SearchParams, Z: Tensor, Vn: Tensor | None, scores: Tensor) -> None:
+        self.params, self.plan, self.Z, self.Vn, self.scores = params, params.plan, Z, Vn, scores
+        self.X = Z[0].numel() // Z.shape[-1]
+        self.n_nl = len(self.plan.nonlinear)
+        self.size = scores.shape[1]
+
+    def vectors(self, b: Tensor, c: Tensor) -> Tensor:
+        """``(K, p)`` vectors of candidates ``c`` (flat) of samples ``b`` (differentiable)."""
+        p, X, n_nl = self.Z.shape[-1], self.X, self.n_nl
+        out = None
+        if n_nl:
+            out = self.Vn.view(-1, p)[b * (n_nl * X) + c.clamp(max=n_nl * X - 1)]
+        if self.plan.affine:
+            z = self.Z.view(-1, p)[b * X + c % X]
+            u = (c // X)[:, None]
+            for k, act in enumerate(self.plan.affine):
+                v = act(z)
+                out = v if out is None else torch.where(u == n_nl + k, v, out)
+        return out
+
+    def mix(self, w: Tensor) -> Tensor:
+        """``(B, p)`` sum of the candidate vectors weighted by ``w (B, size)``."""
+        B, p, X, n_nl = w.shape[0], self.Z.shape[-1], self.X, self.n_nl
+        out = 0
+        if n_nl:
+            out = torch.bmm(w[:, None, :n_nl * X], self.Vn.view(B, n_nl * X, p))[:, 0]
+        if self.plan.affine:
+            wa = w[:, n_nl * X:].view(B, -1, X)
+            a, c = self.params.affine_a, self.params.affine_c
+            out = out + torch.bmm(torch.matmul(a, wa)[:, None], self.Z.view(B, X, p))[:, 0]
+            out = out + (wa.sum(2) @ c)[:, None]
+        return out
+
+
+class _Candidates:
+    """All blocks of a cell so far, with their flat scalar data concatenated, and the
+    per-block partial sums of the soft mixture (recomputed only when a block's eligibility
+    changes)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[_Block] = []
+        self.starts: list[int] = []
+        self.size = 0
+        self.scores: Tensor | None = None  # (B, C) differentiable
+        self.lo = self.hi = self.excluded = self.keyid = None
+        self._sums: list[tuple[Tensor, Tensor, Tensor] | None] = []
+
+    def add(self, block: _Block, lo: Tensor, hi: Tensor, keyid: Tensor) -> None:
+        self.blocks.append(block)
+        self.starts.append(self.size)
+        self._sums.append(None)
+        self.size += block.size
+        excluded = torch.zeros(lo.shape, dtype=torch.bool, device=lo.device)
+        cat = lambda old, new: new if old is None else torch.cat([old, new], -1)  # noqa: E731
+        self.scores = cat(self.scores, block.scores)
+        self.lo = cat(self.lo, lo)
+        self.hi = cat(self.hi, hi)
+        self.keyid = cat(self.keyid, keyid)
+        self.excluded = cat(self.excluded, excluded)
+
+    def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
+        starts = _on_device(tuple(self.starts[first:]), torch.int64, c.device) - self.starts[first]
+        return torch.searchsorted(starts, c, right=True) - 1
+
+    def exclude(self, mask: Tensor, first: int = 0) -> None:
+        """Mark the candidates of ``mask (B, C')`` (from block ``first`` on) as excluded."""
+        start = self.starts[first]
+        changed = (mask & ~self.excluded[:, start:]).any(0).nonzero()[:, 0]
+        if changed.numel():
+            excluded = self.excluded.clone()  # the old mask may be saved for backward
+            excluded[:, start:] |= mask
+            self.excluded = excluded
+            for i in self._block_of(changed, first).unique().tolist():
+                self._sums[first + i] = None
+
+    def vectors(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
+        """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``)."""
+        if first == len(self.blocks) - 1:
+            return self.blocks[first].vectors(b, c)
+        where = self._block_of(c, first)
+        base = self.starts[first]
+        out = None
+        for i in where.unique().tolist():
+            sel = (where == i).nonzero()[:, 0]
+            vec = self.blocks[first + i].vectors(b[sel], c[sel] - (self.starts[first + i] - base))
+            out = vec.new_zeros(c.shape[0], vec.shape[-1]) if out is None else out
+            out = out.index_put((sel,), vec)
+        return out
+
+    def softmax_mix(self, tau: float | Tensor) -> Tensor:
+        """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
+        ``tau`` a number or a ``(B,)`` per-sample temperature.
+
+        Block ``i`` keeps ``U_i = sum_c exp(l_c - m_i) v_c``, ``Z_i = sum_c exp(l_c - m_i)``
+        (``l = alpha / tau``, excluded ``l = -inf``, ``m_i`` its max, a constant); the mixture
+        is ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax. A
+        per-sample ``tau`` changes from call to call, so it rebuilds every block's sums.
+        """
+        if torch.is_tensor(tau):
+            self._sums = [None] * len(self.blocks)
+            tau = tau[:, None]
+        for i, block in enumerate(self.blocks):
+            if self._sums[i] is None:
+                start = self.starts[i]
+                logits = (block.scores / tau).masked_fill(self.excluded[:, start:start + block.size], -torch.inf)
+                m = logits.detach().amax(1)
+                e = torch.exp(logits - torch.where(torch.isfinite(m), m, 0.0)[:, None])
+                self._sums[i] = (block.mix(e), e.sum(1), m)
+        U, Z, m = (torch.stack(t, 1) for t in zip(*self._sums))
+        omega = torch.exp(m - m.amax(1, keepdim=True))
+        return (omega[:, :, None] * U).sum(1) / (omega * Z).sum(1)[:, None]
+
+    def spread(self) -> Tensor:
+        """``(B,)`` :func:`cellgraph.algorithm2.score_spread` of each sample's eligible scores
+        (detached)."""
+        s, eligible = self.scores.detach(), ~self.excluded
+        n = eligible.sum(1)
+        mean = s.masked_fill(~eligible, 0).sum(1) / n
+        var = ((s - mean[:, None]) ** 2).masked_fill(~eligible, 0).sum(1) / n
+        return var.sqrt().clamp(min=SPREAD_FLOOR)
+
+
+def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo: Tensor,
+             ref_hi: Tensor, first: int = 0, known: Tensor | None = None) -> Tensor:
+    """``(B, C', m)`` whether each candidate (from block ``first`` on) equals reference vector
+    ``m`` of its sample within ``EXCLUSION_TOL`` (max-abs).
+
+    ``ref_lo``, ``ref_hi`` ``(B, m)`` are the references' key intervals (:class:`_KeyRule`);
+    ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs whose
+    intervals overlap. ``known (B,)`` optionally names, per sample, a candidate that *is*
+    reference ``0``."""
+    start = cands.starts[first]
+    lo, hi = cands.lo[:, start:, None], cands.hi[:, start:, None]
+    near = (lo <= ref_hi[:, None, :]) & (hi >= ref_lo[:, None, :])
+    out = torch.zeros_like(near)
+    if known is not None:
+        rows = torch.arange(near.shape[0], device=near.device)
+        near[rows, known, 0] = False
+        out[rows, known, 0] = True
+    if near.any():
+        b, c, m = near.nonzero(as_tuple=True)
+        equal = (cands.vectors(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
+        out[b[equal], c[equal], m[equal]] = True
+    return out
+
+
+def _chosen_interval(cands: _Candidates, choice: Tensor, soft_node: Tensor | None, rule: _KeyRule
+                     ) -> tuple[Tensor, Tensor]:
+    """``(B, m)`` key intervals of the references of the check after the choice: ``c_k*``
+    (its own interval) and, in soft mode, the new node ``soft_node (B, p)``."""
+    lo, hi = cands.lo.gather(1, choice[:, None]), cands.hi.gather(1, choice[:, None])
+    if soft_node is None:
+        return lo, hi
+    node_lo, node_hi = rule.of_vectors(soft_node)
+    return torch.cat([lo, node_lo[:, None]], 1), torch.cat([hi, node_hi[:, None]], 1)
+
+
+def _chosen(cands: _Candidates, choice: Tensor, hard: Tensor | None, soft_node: Tensor | None,
+            b: Tensor, m: Tensor) -> Tensor:
+    """The reference vectors of that check: ``c_k*`` (``m = 0``; ``hard`` or looked up) and
+    the soft node (``m = 1``)."""
+    v = cands.vectors(b, choice[b]) if hard is None else hard.detach()[b]
+    return v if soft_node is None else torch.where((m == 0)[:, None], v, soft_node[b])
+
+
+@functools.lru_cache(maxsize=256)
+def _pairs(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The pairs ``(left, right)`` iteration ``k`` builds from ``n`` nodes: all of them at
+    ``k = 1``, then those with the newest node."""
+    if k == 1:
+        return (tuple(i for i in range(n) for _ in range(i + 1, n)),
+                tuple(j for i in range(n) for j in range(i + 1, n)))
+    return tuple(range(n - 1)), (n - 1,) * (n - 1)
+
+
+@dataclass(frozen=True)
+class _KeyCode:
+    """The :func:`~cellgraph.algorithm2.candidate_key` ``(r, o, u, i, j)`` of a candidate as
+    one int64 (mixed radix: ``n_o`` ops, ``n_u`` activations, ``M`` node slots), so that the
+    smallest key is the first candidate in Algorithm 2's order; :meth:`decode` inverts
+    :meth:`encode`."""
+
+    n_o: int
+    n_u: int
+    M: int
+
+    def encode(self, r: Tensor, o: Tensor, u: Tensor, i: Tensor, j: Tensor) -> Tensor:
+        return (((r * self.n_o + o) * self.n_u + u) * self.M + i) * self.M + j
+
+    def decode(self, key: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(r, o, u, i, j)`` of ``key``."""
+        M, n_u, n_o = self.M, self.n_u, self.n_o
+        j, i = key % M, (key // M) % M
+        u, o, r = (key // (M * M)) % n_u, (key // (M * M * n_u)) % n_o, key // (M * M * n_u * n_o)
+        return r, o, u, i, j
+
+
+@functools.lru_cache(maxsize=1024)
+def _keyid(plan: _Plan, n_r: int, code: _KeyCode, left: tuple[int, ...], right: tuple[int, ...],
+           device) -> Tensor:
+    """``(size,)`` the :class:`_KeyCode` of each candidate of a block, in the block's
+    ``(u, o, r, pair)`` layout (cached: the same for every time step; read only)."""
+    u = torch.tensor(plan.act_pos, device=device).view(-1, 1, 1, 1)
+    o = torch.arange(len(plan.ops), device=device).view(1, -1, 1, 1)
+    r = torch.arange(n_r, device=device).view(1, 1, -1, 1)
+    i = torch.tensor(left, device=device).view(1, 1, 1, -1)
+    j = torch.tensor(right, device=device).view(1, 1, 1, -1)
+    return code.encode(r, o, u, i, j).reshape(-1)
+
+
+class _Projections:
+    """Per-node ``L_r c``, ``R_r c`` ``(B, n_r, p)`` (and ``W1 L_r c``, ``W1 R_r c``
+    ``(B, n_r, H)`` with the shortcut), one matmul per batch of new nodes."""
+
+    def __init__(self, params: SearchParams) -> None:
+        n_r, p, H = len(params.space.tuples), params.bias.shape[-1], params.W1T.shape[1]
+        self.weight, self.n_r = params.proj_weight, n_r
+        self.names = ("L", "R", "GL", "GR") if params.plan.shortcut else ("L", "R")
+        self.sizes = [n_r * p, n_r * p, n_r * H, n_r * H][:len(self.names)]
+        self.parts: dict[str, list[Tensor]] = {name: [] for name in self.names}
+
+    def add(self, nodes: Tensor) -> None:
+        """Project ``nodes (B, m, p)``."""
+        B = nodes.shape[0]
+        for name, part in zip(self.names, (nodes @ self.weight).split(self.sizes, -1)):
+            self.parts[name].extend(part.view(B, -1, self.n_r, part.shape[-1] // self.n_r).unbind(1))
+
+    def gather(self, name: str, idx: tuple[int, ...]) -> Tensor | None:
+        """``(B, n_r, P, .)`` the projections of nodes ``idx`` (P = 1 when all are one node)."""
+        if name not in self.parts:
+            return None
+        part = self.parts[name]
+        if len(set(idx)) == 1:
+            return part[idx[0]].unsqueeze(2)
+        return torch.stack([part[i] for i in idx], 2)
+
+
+@no_autocast()
+def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
+           state: str = "h", compiled: CompiledBlock | None = None, tau_units: str = "score") -> SearchTrace:
+    """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
+    cast to it; autocast is off inside).
+
+    Args:
+        params: the run's weights from :func:`prepare`.
+        leaves: ``(B, n_leaves, p)`` leaf vectors in ``space.leaves`` order.
+        mode: ``hard``, ``soft`` or ``straight-through``.
+        tau: softmax temperature of the soft modes.
+        state: the name of the state the run makes.
+        compiled: build and score the candidates through this model's
+            :class:`CompiledBlock` (``torch.compile``; eager, after one warning, where
+            compilation fails); None: eagerly.
+        tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`: the soft
+            modes divide ``alpha`` by ``tau`` times the spread of each sample's eligible
+            scores).
+
+    Returns:
+        a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
+        are the propagated ones (soft mixtures in ``soft`` mode).
+    """
+    check_mode(mode)
+    check_tau_units(tau_units)
+    space, plan = params.space, params.plan
+    B, n_leaves, p = leaves.shape
+    if n_leaves != len(space.leaves):
+        raise CellGraphError(
+            f"search: got {n_leaves} leaf vectors for the {len(space.leaves)} leaves "
+            f"{[str(l) for l in space.leaves]}"
+        )
+    if n_leaves < 2:
+        raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
+    leaves = leaves.to(params.proj_weight.dtype)
+    device = leaves.device
+    N, n_r = space.n_iterations, len(space.tuples)
+    code = _KeyCode(len(space.ops), len(space.activations), n_leaves + N)
+    rule = _KeyRule.of(p, leaves.dtype, device)
+    soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
+
+    proj = _Projections(params)
+    proj.add(leaves)
+    nodes = list(leaves.unbind(1))
+    node_lo: list[Tensor] = []
+    node_hi: list[Tensor] = []
+    cands = _Candidates()
+    rows = torch.arange(B, device=device)
+    chosen_keys, best_scores, second_scores = [], [], []
+    for k in range(1, N + 1):
+        left, right = _pairs(len(nodes), k)
+        Z, Vn, scores, lo, hi = (compiled or _block)(
+            params, rule, proj.gather("L", left), proj.gather("R", right),
+            proj.gather("GL", left), proj.gather("GR", right),
+        )
+        cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, code, left, right, device))
+        if node_lo:  # the new block against P_{k-1}
+            _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi)
+        choice, eligible = _choose(cands, k)
+        chosen_keys.append(cands.keyid[choice])
+        best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
+        hard = None if mode == "soft" else cands.vectors(rows, choice)
+        node = hard
+        if soft:
+            mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
+            node = mixed if mode == "soft" else hard + (mixed - mixed.detach())
+        nodes.append(node)
+        with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
+            soft_node = node.detach() if mode == "soft" and k < N else None
+            ref_lo, ref_hi = _chosen_interval(cands, choice, soft_node, rule)
+            same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
+                            ref_lo, ref_hi, known=choice)
+        second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
+        if k == N:
+            break
+        node_lo.append(ref_lo[:, -1])
+        node_hi.append(ref_hi[:, -1])
+        cands.exclude(same[:, :, -1])
+        proj.add(node[:, None])
+
+    r, o, u, i, j = code.decode(torch.stack(chosen_keys, 1))
+    return SearchTrace(
+        space, state, torch.stack(nodes, 1), i, j, r, o, u,
+        torch.stack(best_scores, 1), torch.stack(second_scores, 1),
+    )
+
+
+@torch.no_grad()
+def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor], node_hi: list[Tensor]) -> None:
+    """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
+    (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
+    ``node_lo``, ``node_hi`` overlap)."""
+    last = len(cands.blocks) - 1
+    matches = _matches(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], torch.stack(node_lo, 1),
+                       torch.stack(node_hi, 1), first=last)
+    cands.exclude(matches.any(-1), first=last)
+
+
+@torch.no_grad()
+def _choose(cands: _Candidates, k: int) -> tuple[Tensor, Tensor]:
+    """``(choice (B,), eligible (B, C))``: ``c_k*``, the eligible candidate of highest score,
+    ties (within :data:`~cellgraph.algorithm2.TIE_RTOL`) to the smallest key; no eligible
+    candidate is an error."""
+    s, eligible = cands.scores, ~cands.excluded
+    best = s.masked_fill(~eligible, -torch.inf).max(1).values
+    if torch.isneginf(best).any():
+        b = int(torch.isneginf(best).nonzero()[0, 0])
+        raise CellGraphError(
+            f"Algorithm 2, iteration {k}: sample {b} has no eligible candidate "
+            f"(every candidate vector is already in P_{k - 1})"
+        )
+    tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
+    return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible
+
+
+def _second_score(cands: _Candidates, others: Tensor) -> Tensor:
+    """``(B,)`` the score of ``c_k**``, the best of ``others`` (eligible candidates whose
+    vectors differ from ``c_k*``'s), with its gradient; ``-inf`` where there is none."""
+    value, index = cands.scores.detach().masked_fill(~others, -torch.inf).max(1)
+    return torch.where(torch.isneginf(value), value, cands.scores.gather(1, index[:, None])[:, 0])

@@ -1,0 +1,34 @@
+"""Subcommands of the ``cellgraph`` CLI, one module each.
+
+Every module here defines ``register(subparsers)`` which adds its parser and sets
+``func=`` to a handler ``(args) -> int``. :mod:`cellgraph.cli` discovers the modules, so a
+new command is a new file. Modules must stay cheap to import (no torch, no heavy work at
+import time): import what a command needs inside its handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: How ``--device`` is explained where its default is ``auto``.
+DEVICE_AUTO = "auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N"
+
+
+def device_flag(text: str) -> str:
+    """The argparse ``type`` of ``--device``: a ``device`` setting of the right form (whether
+    the machine has that device is checked where the command uses it)."""
+    from cellgraph.experiment.config import DEVICE_FORMS, valid_device
+
+    if not valid_device(text):
+        raise argparse.ArgumentTypeError(f"invalid device {text!r} (one of {', '.join(DEVICE_FORMS)})")
+    return text
+
+
+def add_backend_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """Add ``--backend NAME`` (a backend plugin that trains; ``cellgraph backends`` lists them)."""
+    parser.add_argument("--backend", metavar="NAME", default=default, help=help)
+
+
+def add_device_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    """Add ``--device DEVICE`` to a command's parser."""
+    parser.add_argument("--device", type=device_flag, default=default, metavar="DEVICE", help=help)

@@ -1,0 +1,52 @@
+"""``cellgraph bench [--quick] [--json OUT] [--threads N] [--device D]``: the benchmark suite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cellgraph.cli.commands import DEVICE_AUTO, add_device_flag
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark the cell search and the training step (needs torch)",
+        description="Run the benchmark suite: (1) literal Algorithm 2 vs the optimized torch search, "
+        "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
+        "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size and batch, (5) one "
+        "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick). Prints a table "
+        "with the performance targets and the machine's description; on a GPU (--device cuda) also the "
+        "GPU and its float32 matmul GFLOP/s.",
+        epilog="example: cellgraph bench --json bench.json",
+    )
+    p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")
+    p.add_argument("--json", metavar="OUT", default=None, help="also write the results as JSON to OUT")
+    p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads, >= 1 (default 2)")
+    add_device_flag(p, "cpu", "where the torch side runs: cpu (default: a benchmark says what it "
+                    f"measures), or {DEVICE_AUTO}")
+    p.set_defaults(func=run)
+
+
+def positive_int(text: str) -> int:
+    """An argument that must be an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from cellgraph.benchmarks.suite import run as run_suite, table
+
+    command = ("cellgraph bench" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
+               + f" --device {args.device}")
+    result = run_suite(args.quick, args.threads, command, args.device)
+    print(table(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0

@@ -1,0 +1,157 @@
+"""Run a plan of :class:`~cellgraph.experiment.reproduce.Job`: ``cellgraph`` commands in subprocesses, up
+to ``workers`` jobs at once, each after the jobs it needs.
+
+A job whose marker file exists is skipped and a started run resumes, so re-running a killed
+plan continues it. Every command's output goes to ``ROOT/logs/<job>.log``; its user + system
+CPU time (of the child alone, :func:`os.wait4`), wall time and exit status are appended to
+``ROOT/commands.tsv``. A finished job's records (never checkpoints) are copied to the records
+folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from cellgraph.experiment.reproduce import Job
+
+__all__ = ["Runner", "RECORD_FILES", "collect", "status"]
+
+#: What a train job's record keeps (with its ``structures/`` folder): no checkpoints.
+RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json")
+COMMANDS_HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
+
+
+def status(job: Job) -> str:
+    """``done``, ``started`` (a run folder without its marker) or ``to do``."""
+    return "done" if job.done() else "started" if job.started() else "to do"
+
+
+def collect(job: Job, records: Path, log: Path) -> Path:
+    """Copy ``job``'s records to ``records/<job.record>``: a run's config, env, metrics, final
+    and eval JSON and structure logs; a search's ``best.toml`` and its log (every trial)."""
+    dest = records / job.record
+    dest.mkdir(parents=True, exist_ok=True)
+    if job.resume is None:
+        names = [job.folder / "best.toml", log]
+    else:
+        names = [job.folder / name for name in RECORD_FILES] + sorted(job.folder.glob("eval_*.json"))
+        if (job.folder / "structures").is_dir():
+            shutil.rmtree(dest / "structures", ignore_errors=True)
+            shutil.copytree(job.folder / "structures", dest / "structures")
+    for path in names:
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)
+    return dest
+
+
+@dataclass
+class Runner:
+    """Runs ``jobs`` under ``root`` with ``workers`` at once (see the module docstring);
+    ``echo`` receives one line per event (start, end, failure); ``program`` is what runs a
+    command's arguments (``cellgraph`` in this interpreter)."""
+
+    root: Path
+    records: Path
+    workers: int = 1
+    echo: Callable[[str], None] = print
+    program: tuple[str, ...] = (sys.executable, "-m", "cellgraph")
+    _procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, jobs: list[Job]) -> list[str]:
+        """Run every job not yet done; return the names of those that failed or could not
+        start because a job they need failed. Ctrl-C stops the running commands (each saves
+        its state) and re-raises."""
+        done = {job.name for job in jobs if job.done()}
+        pending = [job for job in jobs if job.name not in done]
+        names = {job.name for job in jobs}
+        failed: list[str] = []
+        running: dict[Future, Job] = {}
+        with ThreadPoolExecutor(max(self.workers, 1)) as pool:
+            try:
+                while pending or running:
+                    for job in list(pending):
+                        blocked = [n for n in job.needs if n in failed or n not in names]
+                        if blocked:
+                            pending.remove(job)
+                            failed.append(job.name)
+                            self.echo(f"skip {job.name}: needs {', '.join(blocked)}, which failed or is "
+                                      "not in the plan")
+                        elif len(running) < self.workers and all(n in done for n in job.needs):
+                            pending.remove(job)
+                            running[pool.submit(self._job, job)] = job
+                    if not running:
+                        break
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        job = running.pop(future)
+                        (done.add if future.result() else failed.append)(job.name)
+            except KeyboardInterrupt:
+                self.interrupt()
+                raise
+        return failed
+
+    def interrupt(self) -> None:
+        """Ctrl-C reaches the children on a terminal; from ``kill -INT`` only this process gets
+        it: pass it on, then let each command save and exit."""
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+
+    def _job(self, job: Job) -> bool:
+        log = self.root / "logs" / f"{job.name.replace('/', '-')}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        for argv in job.commands():
+            self.echo(f"start {job.name}: cellgraph {shlex.join(argv)}")
+            code, cpu, wall = self._command(job.name, argv, log)
+            self._account(job.name, argv, cpu, wall, code)
+            if code in (130, -signal.SIGINT):
+                self.echo(f"stopped {job.name}: interrupted (it resumes when the plan runs again)")
+                return False
+            if code != 0:
+                self.echo(f"FAILED {job.name} (exit {code}): see {log}")
+                return False
+        if not job.done():
+            self.echo(f"FAILED {job.name}: its commands ended without {job.marker.name}; see {log}")
+            return False
+        self.echo(f"done {job.name} -> {collect(job, self.records, log)}")
+        return True
+
+    def _command(self, name: str, argv: tuple[str, ...], log: Path) -> tuple[int, float, float]:
+        start = time.perf_counter()
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"$ cellgraph {shlex.join(argv)}\n")
+            out.flush()
+            proc = subprocess.Popen([*self.program, *argv], stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            with self._lock:
+                self._procs[name] = proc
+            _, wait_status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(wait_status)
+            with self._lock:
+                del self._procs[name]
+        return proc.returncode, usage.ru_utime + usage.ru_stime, time.perf_counter() - start
+
+    def _account(self, name: str, argv: tuple[str, ...], cpu: float, wall: float, code: int) -> None:
+        """One row of ``commands.tsv`` (in the root and, as a copy, in the records folder)."""
+        with self._lock:
+            for folder in (self.root, self.records):
+                path = folder / "commands.tsv"
+                folder.mkdir(parents=True, exist_ok=True)
+                new = not path.exists()
+                with open(path, "a", encoding="utf-8") as out:
+                    out.write((COMMANDS_HEADER if new else "")
+                              + f"{name}\tcellgraph {shlex.join(argv)}\t{cpu:.0f}\t{wall:.0f}\t{code}\n")

@@ -1,0 +1,220 @@
+"""Pictures of runs (matplotlib, Agg): learning curves, the paper's ``N_e`` figure, and the
+shapes of discovered trees over epochs (paper, Sec. 5.2 and Appendix "Figures").
+
+Each function takes :class:`~cellgraph.experiment.runlog.RunLog`s and writes ``NAME.png`` and
+``NAME.svg`` into ``out_dir``, returning the paths written; a figure with nothing to show is
+not written, and ``note`` receives a line saying why. Every figure gives run ``i`` the same
+colour, names each run once in its legend and has whole-number epoch ticks; a panel whose
+values span two decades or more has a log axis, said in its label. Learning curves get one
+panel per metric (accuracy and perplexity never share an axis), train dashed, val solid.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cellgraph.errors import CellGraphError
+from cellgraph.experiment.runlog import RunLog
+
+__all__ = ["plot_runs", "learning_curves", "seed_bands", "n_e_curve", "tree_shapes", "run_labels"]
+
+Note = Callable[[str], None]
+
+#: A panel whose positive values span this factor or more gets a log axis.
+LOG_SPAN = 100.0
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise CellGraphError("plots need matplotlib: pip install 'cellgraph[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out_dir: Path, name: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.{ext}" for ext in ("png", "svg")]
+    for p in paths:
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+    _pyplot().close(fig)
+    return paths
+
+
+def _ignore(_: str) -> None:
+    """The default ``note``."""
+
+
+def run_labels(runs: Sequence[RunLog]) -> list[str]:
+    """``model (folder)`` per run, with as many parent folders as it takes to tell runs apart."""
+    for depth in range(1, 1 + max((len(run.path.parts) for run in runs), default=1)):
+        labels = [f"{run.config.get('model')} ({Path(*run.path.parts[-depth:])})" for run in runs]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def _colour(i: int) -> str:
+    return f"C{i % 10}"
+
+
+def _epoch_axis(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.grid(alpha=0.3)
+
+
+def _scale(ax, values: list[float], label: str) -> None:
+    """Label the y axis; a log axis (said in the label) where the values span decades."""
+    finite = [v for v in values if math.isfinite(v)]
+    positive = [v for v in finite if v > 0]
+    if positive and max(positive) >= LOG_SPAN * min(positive):
+        if min(finite) > 0:
+            ax.set_yscale("log")
+            label += " (log scale)"
+        elif min(finite) == 0:
+            ax.set_yscale("symlog", linthresh=min(positive))
+            label += f" (log scale above {min(positive):g})"
+    ax.set_ylabel(label)
+
+
+def _run_legend(ax, labels: Sequence[str], indices: Sequence[int], styles: bool = False) -> None:
+    """One entry per run (its colour), then, with ``styles``, what dashed and solid mean."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=_colour(i), label=labels[i]) for i in indices]
+    if styles:
+        handles += [Line2D([], [], color="0.3", ls="--", label="train"),
+                    Line2D([], [], color="0.3", ls="-", label="val")]
+    ax.legend(handles=handles, fontsize=7)
+
+
+def learning_curves(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
+    """Train (dashed) and validation (solid) metric per epoch, one panel per metric."""
+    metrics = list(dict.fromkeys(run.metric for run in runs))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.4 * len(metrics), 4.0), squeeze=False)
+    labels = run_labels(runs)
+    drawn = False
+    for ax, metric in zip(axes[0], metrics):
+        shown, values = [], []
+        for i, run in enumerate(runs):
+            if run.metric != metric:
+                continue
+            for split, style in (("train", "--"), ("val", "-")):
+                epochs, ys = run.series(f"{split}_{metric}")
+                ax.plot(epochs, ys, style, color=_colour(i), marker="o", ms=3)
+                values += ys
+            if run.series(f"val_{metric}")[0] or run.series(f"train_{metric}")[0]:
+                shown.append(i)
+        drawn = drawn or bool(shown)
+        _epoch_axis(ax)
+        _scale(ax, values, metric)
+        ax.set_title(f"Learning curves: {metric}")
+        _run_legend(ax, labels, shown, styles=True)
+    if not drawn:
+        plt.close(fig)
+        note("learning_curves: not drawn: no run has logged an epoch yet (metrics.jsonl is empty)")
+        return []
+    return _save(fig, out_dir, "learning_curves")
+
+
+def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Per epoch logged by every run: the epoch, the mean, min and max of ``key`` over ``runs``."""
+    series = [dict(zip(*run.series(key))) for run in runs]
+    epochs = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    columns = [[s[e] for s in series] for e in epochs]
+    return epochs, [sum(c) / len(c) for c in columns], [min(c) for c in columns], [max(c) for c in columns]
+
+
+def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
+    """Validation metric per epoch of each variant (runs whose folder names differ only in
+    ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
+    metric. An epoch counts where every seed of the variant logged it."""
+    variants: dict[tuple[str, str], list[RunLog]] = {}
+    for run in runs:
+        variants.setdefault((run.metric, run.variant), []).append(run)
+    bands = {k: _band(group, f"val_{k[0]}") for k, group in variants.items()}
+    bands = {k: band for k, band in bands.items() if band[0]}
+    if not bands:
+        note("seed_bands: not drawn: no variant has an epoch logged by all of its seeds")
+        return []
+    metrics = list(dict.fromkeys(metric for metric, _ in bands))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.4 * len(metrics), 4.0), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        values: list[float] = []
+        for i, ((m, name), (epochs, mean, low, high)) in enumerate(bands.items()):
+            if m != metric:
+                continue
+            n = len(variants[(m, name)])
+            ax.plot(epochs, mean, color=_colour(i), marker="o", ms=3, label=f"{name} ({n} seed{'s' * (n > 1)})")
+            ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
+            values += low + high
+        _epoch_axis(ax)
+        _scale(ax, values, f"val {metric}")
+        ax.set_title(f"Validation {metric}: mean over seeds, band = min to max")
+        ax.legend(fontsize=7)
+    return _save(fig, out_dir, "seed_bands")
+
+
+def n_e_curve(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
+    """``N_e``: changed tuple choices between consecutive epochs (RRNN-GRU runs)."""
+    series = [(i, run.series("n_e")) for i, run in enumerate(runs)]
+    series = [(i, s) for i, s in series if s[0]]
+    if not series:
+        note("n_e: not drawn: N_e counts the tuple choices that changed since the previous epoch, "
+             "so it needs an rrnn-gru run with two epochs or more; none of these runs has one")
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, (epochs, values) in series:
+        ax.plot(epochs, values, color=_colour(i), marker="o", ms=3)
+    _epoch_axis(ax)
+    _scale(ax, [v for _, (_, values) in series for v in values], "$N_e$ (changed tuple choices)")
+    ax.set_title("Tuple choices that changed since the previous epoch")
+    _run_legend(ax, run_labels(runs), [i for i, _ in series])
+    return _save(fig, out_dir, "n_e")
+
+
+def _mean(logs: list[dict], key: str) -> list[float]:
+    """Per epoch, the count-weighted mean of ``key`` over the logged forms."""
+    return [sum(f[key] * f["count"] for f in s["forms"]) / max(1, sum(f["count"] for f in s["forms"]))
+            for s in logs]
+
+
+def tree_shapes(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
+    """Mean depth, mean balance and the target form's share of discovered cells per epoch."""
+    logged = [(i, run.structures()) for i, run in enumerate(runs)]
+    logged = [(i, logs) for i, logs in logged if logs]
+    if not logged:
+        note("tree_shapes: not drawn: no run has structure logs (only rrnn and rrnn-gru runs search cells)")
+        return []
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for i, logs in logged:
+        epochs = [s["epoch"] for s in logs]
+        columns = (_mean(logs, "depth"), _mean(logs, "balance"), [s.get("target_share", 0.0) for s in logs])
+        for ax, ys in zip(axes, columns):
+            ax.plot(epochs, ys, color=_colour(i), marker="o", ms=3)
+    for ax, title in zip(axes, ("mean tree depth", "mean balance (min/max leaf depth)", "share of target's form")):
+        ax.set_title(title, fontsize=9)
+        _epoch_axis(ax)
+    for ax in axes[1:]:  # fractions
+        ax.set_ylim(-0.03, 1.03)
+    _run_legend(axes[2], run_labels(runs), [i for i, _ in logged])
+    return _save(fig, out_dir, "tree_shapes")
+
+
+def plot_runs(runs: Sequence[RunLog], out_dir: str | Path, note: Note = _ignore) -> list[Path]:
+    """All pictures for ``runs``; returns every file written (``note``: what was not drawn)."""
+    out = Path(out_dir)
+    return (learning_curves(runs, out, note) + seed_bands(runs, out, note) + n_e_curve(runs, out, note)
+            + tree_shapes(runs, out, note))

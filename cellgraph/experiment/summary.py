@@ -1,0 +1,153 @@
+"""Aggregate finished runs over seeds: mean and sample standard deviation of the final
+validation and test metric per (task, model), with training time (RESULTS.md). A group of
+one run has no standard deviation (``None``; the table shows the value alone).
+
+The final metrics are those of the run's ``eval_mode`` (hard search unless set). Where every
+run of a group was also scored with the other search (``final.json`` of an RRNN run holds
+``<split>_<metric>_hard`` and ``_soft``; for older runs ``cellgraph eval RUN --split val|test
+--mode soft`` writes ``eval_<split>_soft.json``), the row has the hard and soft numbers too.
+
+Runs are grouped by task and model, or (``by="name"``) by their folder name with a trailing
+seed suffix ``-s<N>`` removed, so that variants of one model are rows of their own."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from cellgraph.errors import CellGraphError
+from cellgraph.experiment.runlog import RunLog, require_field
+from cellgraph.experiment.runs import eval_name
+from cellgraph.files import read_json
+
+__all__ = ["summarize", "markdown"]
+
+
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+GROUPINGS = ("model", "name")
+TERMS = ("task", "td", "margin", "l2")
+
+
+def _group(log: RunLog, by: str) -> tuple[str, str]:
+    if by == "name":
+        return log.config["task"], log.variant
+    return log.config["task"], log.config["model"]
+
+
+def _finished(run_dirs: Iterable[str | Path],
+              skip: Callable[[str], None] | None) -> list[tuple[RunLog, dict[str, Any]]]:
+    """``(log, final.json)`` of every finished run. A path that is no run folder or a run
+    without final.json is an error, or with ``skip`` passed to it as a one-line note."""
+    found = []
+    for path in run_dirs:
+        if skip is not None and not (Path(path) / "config.json").is_file():
+            skip(f"skipped {path}: not a run folder (no config.json)")
+            continue
+        log = RunLog.load(path)
+        final = log.final()
+        if final is None:
+            message = f"{path} has no final.json: the run has not finished"
+            if skip is None:
+                raise CellGraphError(message)
+            skip(f"skipped {message}")
+            continue
+        found.append((log, final))
+    return found
+
+
+def summarize(run_dirs: Iterable[str | Path], by: str = "model",
+              skip: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
+    std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
+    them, ``recovery`` (the share of test cells with the planted teacher's shape) where every
+    run has it, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch).
+    ``skip`` receives a note for each folder left out (:func:`_finished`); without it such
+    a folder is an error, and so is finding no finished run."""
+    if by not in GROUPINGS:
+        raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
+    run_dirs = list(run_dirs)
+    groups: dict[tuple[str, str], list[tuple[RunLog, dict[str, Any]]]] = {}
+    for log, final in _finished(run_dirs, skip):
+        groups.setdefault(_group(log, by), []).append((log, final))
+    if not groups:
+        raise CellGraphError(f"no finished run (a folder with final.json) among the {len(run_dirs)} given")
+    rows = []
+    for (task, name), runs in sorted(groups.items()):
+        metric = runs[0][0].metric
+        row: dict[str, Any] = {"task": task, "model": name, "metric": metric, "n": len(runs),
+                               "seeds": sorted(log.config.get("seed") for log, _ in runs)}
+        for split in ("val", "test"):
+            row[split] = _mean_std([_value(log, final, f"{split}_{metric}") for log, final in runs])
+            for mode in ("hard", "soft"):
+                values = [_other(log, final, split, mode) for log, final in runs]
+                row[f"{split}_{mode}"] = None if None in values else _mean_std(values)
+        last = [log.metrics[-1] if log.metrics else {} for log, _ in runs]
+        row["terms"] = {k: statistics.fmean(r.get(f"loss_{k}") or 0.0 for r in last) for k in TERMS}
+        recovery = [final.get("recovery", {}).get("structure_recovery") for _, final in runs]
+        row["recovery"] = None if None in recovery else _mean_std([float(v) for v in recovery])
+        row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
+        row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
+        rows.append(row)
+    return rows
+
+
+def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None = None) -> float:
+    """The number ``final[key]`` of a run's final.json (``default`` where it is absent)."""
+    if default is not None and key not in final:
+        return default
+    return float(require_field(final, key, float, "", log.path / "final.json"))
+
+
+def _other(log: RunLog, final: dict[str, Any], split: str, mode: str) -> float | None:
+    """The metric of ``split`` under search ``mode``: from final.json, else from
+    ``eval_<split>_<mode>.json`` in the run folder, else None."""
+    key = f"{split}_{log.metric}"
+    if f"{key}_{mode}" in final:
+        return _value(log, final, f"{key}_{mode}")
+    path = log.path / eval_name(split, mode)
+    if not path.exists():
+        return None
+    return float(require_field(read_json(path), key, float, "", path))
+
+
+def _cell(pair: tuple[float, float | None] | None, metric: str) -> str:
+    """``mean ± std``, the value alone for one run (std None), ``—`` for no value."""
+    if pair is None:
+        return "—"
+    numbers = [v for v in pair if v is not None]
+    if max(abs(v) for v in numbers) >= 1e5:  # a diverged run: digits would say nothing
+        form = ".3g"
+    else:
+        form = ".1f" if metric == "perplexity" else ".3f"
+    return " ± ".join(format(v, form) for v in numbers)
+
+
+def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = False) -> str:
+    """The rows as a Markdown table; with both searches where any row has them, with
+    ``recovery`` the planted structure recovery, and with ``terms`` the last epoch's weighted
+    loss terms (task / TD / margin / L2); a line under it where a row has one seed."""
+    modes = any(r["val_soft"] or r["test_soft"] for r in rows)
+    head = "| task | model | metric | seeds | val | test |"
+    if modes:
+        head += " val (hard) | test (hard) | val (soft) | test (soft) |"
+    head += (" recovery |" if recovery else "") + " epochs | train s/run |"
+    head += " loss terms, last epoch: task / TD / margin / L2 |" if terms else ""
+    lines = [head, "|---" * (8 + 4 * modes + recovery + terms) + "|"]
+    for r in rows:
+        m = r["metric"]
+        cells = [r["task"], r["model"], m, str(r["n"]), _cell(r["val"], m), _cell(r["test"], m)]
+        if modes:
+            cells += [_cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
+        if recovery:
+            cells.append(_cell(r["recovery"], "share"))
+        cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]
+        if terms:
+            cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r["n"] == 1 for r in rows):
+        lines += ["", "Rows with seeds = 1 (n=1) hold one run's values: no ± standard deviation."]
+    return "\n".join(lines)

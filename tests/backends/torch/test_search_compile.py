@@ -1,0 +1,105 @@
+"""``torch.compile`` of the search's candidate block: a failure (at ``torch.compile`` or at the
+first compiled call) warns once and gives exactly the eager results; compiled and eager agree."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.task import _core
+from cellgraph.benchmarks.compile_bench import compare_compile
+from cellgraph.experiment.config import resolve_config
+
+
+def _run(mode: str, compile: bool, dtype=torch.float64, model: RRNN | None = None):
+    """Output, scores, chosen tuples and all gradients of a tiny RRNN (fixed seed), or of
+    ``model``, a copy of that one."""
+    torch.manual_seed(0)
+    made = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile).to(dtype)
+    model = made if model is None else model
+    x = torch.randn(3, 2, 5, dtype=dtype, requires_grad=True)
+    output, _, traces = model(x)
+    scores = torch.stack([t[0].best_score for t in traces])
+    (output.square().sum() + scores.sum()).backward()
+    return [output.detach(), scores.detach(), torch.stack([t[0].tuple_pos for t in traces]), x.grad] + [
+        p.grad for p in model.parameters()]
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("no compiler here")
+
+
+@pytest.mark.parametrize("broken", ["torch.compile", "compiled call"])
+def test_compile_failure_warns_once_and_runs_eagerly(monkeypatch, broken):
+    monkeypatch.setattr(torch, "compile", _fail if broken == "torch.compile" else lambda fn, **kw: _fail)
+    eager = {mode: _run(mode, False) for mode in ("hard", "soft")}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fallen = {mode: _run(mode, True) for mode in ("hard", "soft")}
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 2  # once per model
+    assert all("no compiler here" in m and "running eagerly" in m for m in messages)
+    for mode in eager:
+        for a, b in zip(eager[mode], fallen[mode]):
+            assert a is not None and torch.equal(a, b)
+
+
+def test_a_failure_switches_off_compilation_of_its_own_model_only(monkeypatch):
+    torch.manual_seed(0)
+    failing, other = (RRNN(5, 2, 3, scoring_hidden=4, compile=True).double() for _ in range(2))
+    monkeypatch.setattr(torch, "compile", _fail)
+    with pytest.warns(RuntimeWarning, match="running eagerly"):
+        _run("soft", True, model=failing)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # a compiler that works
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        _run("soft", True, model=other)
+        _run("soft", True, model=failing)  # stays eager, without a second warning
+    assert failing.cell.compiled.fell_back and not other.cell.compiled.fell_back
+
+
+def test_compile_bench_reports_the_fallback(monkeypatch):
+    monkeypatch.setattr(torch, "compile", _fail)
+    with pytest.warns(RuntimeWarning, match="running eagerly"):
+        result = compare_compile(p=4, batch=2, steps=2, n_iterations=2, scoring_hidden=3, repeat=1)
+    assert result["fell_back"] is True and result["max_abs_output_difference"] == 0.0
+    assert result["first_compiled_step_s"] > 0 and result["eager_s"] > 0 and result["compiled_s"] > 0
+
+
+def test_the_config_key_reaches_the_search():
+    config = resolve_config(overrides={"model": "rrnn", "compile": "true"})
+    assert config.compile is True
+    assert _core(config, ("h",)).cell.compile_search is True
+    assert _core(resolve_config(), ("h",)).cell.compile_search is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_compiled_and_eager_agree(monkeypatch, mode):
+    """Real compilation (tens of seconds on a 2-core machine): same trees, values and
+    gradients within float32 rounding."""
+    eager = _run(mode, False, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
+        compiled = _run(mode, True, torch.float32)
+    assert torch.equal(eager[2], compiled[2])
+    for a, b in zip(eager, compiled):
+        if a is not None:
+            torch.testing.assert_close(a.float(), b.float(), rtol=1e-4, atol=1e-5)
+
+
+def test_compilation_is_announced_once(monkeypatch, capsys):
+    """A line before the first compiled step (compilation is silent and long), one after it,
+    none on later steps."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # "compiles" at once
+    monkeypatch.delenv("CELLGRAPH_NO_PROGRESS", raising=False)
+    torch.manual_seed(0)
+    model = RRNN(5, 2, 3, scoring_hidden=4, mode="hard", compile=True).double()
+    _run("hard", True, model=model)
+    _run("hard", True, model=model)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("compiling the cell search with torch.compile")
+    assert lines[1].startswith("compiled the cell search in ")

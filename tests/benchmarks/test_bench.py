@@ -1,0 +1,101 @@
+"""``cellgraph bench --quick`` at toy sizes (JSON structure, trees agree; no speed
+assertions) and the recompute option of the sequence modules (identical gradients)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
+from cellgraph.cli import main
+from cellgraph.errors import CellGraphError
+
+
+@pytest.mark.parametrize("mode", ["soft", "straight-through", "hard"])
+def test_recompute_gives_identical_values_and_gradients(mode):
+    grads = {}
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = RRNN(6, 2, 4, scoring_hidden=5, mode=mode, recompute=recompute).double()
+        x = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
+        output, _, traces = model(x)
+        (output.square().sum() + traces[-1][0].best_score.sum()).backward()
+        grads[recompute] = [output.detach(), x.grad] + [p.grad for p in model.parameters()]
+    for plain, checked in zip(grads[False], grads[True]):
+        assert plain is not None and torch.equal(plain, checked)
+
+
+def test_recompute_rrnn_gru_gradients():
+    grads = {}
+    for recompute in (False, True):
+        torch.manual_seed(1)
+        model = RRNNGRU(5, 2, scoring_hidden=4, recompute=recompute)
+        model(torch.randn(4, 3, 5))[0].sum().backward()
+        grads[recompute] = [p.grad for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(grads[False], grads[True]))
+
+
+def _has_wiki5k() -> bool:
+    from cellgraph.data.datadir import resolve_data_dir
+
+    try:
+        resolve_data_dir(dataset="wiki5k")
+    except CellGraphError:
+        return False
+    return True
+
+
+def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--threads", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["quick"] is True and result["machine"]["cores"] >= 1
+    assert result["machine"]["torch_threads"] == 1
+    search = result["search"]
+    assert search["all_trees_equal"] and search["trees_equal"] == search["trees_compared"] == 3
+    models = result["steps"]["models"]
+    assert set(models) == {"rrnn_soft", "rrnn_straight_through", "rrnn_soft_recompute", "rrnn_gru",
+                           "frozen_gru", "gru_cell_loop", "torch_gru"}
+    assert models["torch_gru"]["time_vs_torch_gru"] == 1.0
+    assert all(row["time_s"] > 0 and row["peak_bytes"] > 0 for row in models.values())
+    assert result["flops"]["training_step_flops"]["nominal"] > result["flops"]["training_step_flops"]["executed"] > 0
+    assert [row["n_iterations"] for row in result["scaling"]["n_iterations"]] == [2, 4]
+    if _has_wiki5k():
+        assert result["epoch"]["estimated"] and result["epoch"]["batches_measured"] == 1
+    else:  # a checkout without the data: the other items still ran
+        assert "no Wiki-5k data" in result["epoch"]["skipped"]
+    assert len(result["targets"]) == 8
+    assert all(isinstance(t["met"], bool) for t in result["targets"] if t["value"] is not None)
+    assert "ESTIMATED from 1 of 313 batches" in printed and "trees equal" in printed
+    assert result["compile"] is None and "(6) torch.compile of the search's candidate block: skipped" in printed
+    assert result["machine"]["device"] == "cpu" and result["machine"]["gpu"] is None
+    assert "device: cpu" in printed and "GPU (" not in printed
+
+
+def test_bench_without_data_skips_the_epoch_item_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CELLGRAPH_DATA", str(tmp_path / "no-data"))
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--threads", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert "no-data" in result["epoch"]["skipped"] and "steps" in result and "scaling" in result
+    epoch_target = next(t for t in result["targets"] if t["target"].startswith("Wiki-5k"))
+    assert epoch_target["met"] is None and epoch_target["value"] is None
+    assert "(5) one epoch of wiki5k, full RRNN: skipped: no Wiki-5k data" in printed
+    assert "| Wiki-5k RRNN epoch (s) | not measured |" in printed
+
+
+def test_search_flops_count_the_incremental_pairs():
+    from cellgraph.benchmarks.flops_bench import search_flops
+    from cellgraph.benchmarks.search_bench import paper_space
+
+    p, H = 3, 5
+    flops = search_flops(paper_space(2), p, H)
+    # 4 nodes projected once (2p FLOPs per output, 2 * 4 tuples * p outputs), 6 pairs in all
+    projection = 4 * 2 * p * 8 * p
+    per_candidate = 2 * p * H + 2 * H
+    build = 6 * 4 * 2 * (2 * p + 4 * p)
+    assert flops["nominal"] == projection + build + 6 * 32 * per_candidate

@@ -1,0 +1,141 @@
+"""CLI commands ``target``, ``render`` and ``distance`` through ``cellgraph.cli.main``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from cellgraph.algorithms.distance import td, td_iso
+from cellgraph.cli import main
+from cellgraph.export import jsonio
+from cellgraph.targets import target
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_target_sympy_prints_node_equations_and_states(capsys):
+    code, out, err = run(capsys, "target", "gru", "--format", "sympy")
+    lines = out.splitlines()
+    assert code == 0 and not err
+    assert lines[0].startswith("# gru") and len(lines) == 1 + 8 + 1 + 1
+    assert lines[4] == "c_4 = sigma(W_r*x_t + W_r'*h_{t-1} + b_r)"
+    assert lines[8] == "h_t = c_2 + c_7"
+    assert lines[10].startswith("h_t = ") and "tanh(W_h*x_t" in lines[10]
+
+
+def test_target_json_tree_and_dag_round_trip(capsys):
+    lstm = target("lstm")
+    code, out, _ = run(capsys, "target", "lstm", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["format"] == "cellgraph.cell.tree" and [s["state"] for s in doc["states"]] == ["c", "h"]
+    assert jsonio.load_cell(doc) == lstm.cell and jsonio.load_layout(doc) == lstm.layout
+    code, out, _ = run(capsys, "target", "lstm", "--format", "json", "--dag")
+    doc = json.loads(out)
+    assert doc["format"] == "cellgraph.dag" and jsonio.load_cell(doc) == lstm.cell
+
+
+def test_target_latex_to_file_and_dot_default_name(capsys, tmp_path, monkeypatch):
+    code, out, _ = run(capsys, "target", "gru_torch", "--format", "latex", "-o", str(tmp_path / "g.tex"))
+    tex = (tmp_path / "g.tex").read_text()
+    assert code == 0 and out.strip() == str(tmp_path / "g.tex")
+    assert tex.count(r"\begin{aligned}") == 2 and r"W_{hn} h_{t-1} + b_{hn}" in tex
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, "target", "gru", "--format", "dot")[0] == 0
+    assert (tmp_path / "gru.dot").read_text().startswith("digraph gru {")
+
+
+@needs_dot
+def test_target_svg(capsys, tmp_path):
+    code, out, _ = run(capsys, "target", "gru", "--format", "svg", "-o", str(tmp_path / "gru.svg"))
+    assert code == 0 and "<svg" in (tmp_path / "gru.svg").read_text()
+
+
+def test_clean_errors(capsys, tmp_path, monkeypatch):
+    code, out, err = run(capsys, "target", "transformer", "--format", "sympy")
+    assert code == 2 and err.startswith("cellgraph target: error: unknown target 'transformer'")
+    assert "Traceback" not in err
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    code, _, err = run(capsys, "target", "gru", "--format", "png", "-o", str(tmp_path / "g.png"))
+    assert code == 2 and "apt-get install graphviz" in err and len(err.strip().splitlines()) == 1
+
+
+def write(path, doc) -> str:
+    jsonio.save(path, doc)
+    return str(path)
+
+
+def test_render_tree_and_dag_documents(capsys, tmp_path):
+    lstm = target("lstm")
+    tree_doc = write(tmp_path / "t.json", jsonio.dump_tree({g.state: g.unfold() for g in lstm.cell}, lstm.layout))
+    code, out, _ = run(capsys, "render", tree_doc, "-o", str(tmp_path / "t.dot"))
+    src = (tmp_path / "t.dot").read_text()
+    assert code == 0 and "cluster_1" in src and "W<sub>o</sub>" in src
+    gru = target("gru")
+    gru_doc = write(tmp_path / "g.json", jsonio.dump_tree(gru.graph.unfold(), gru.layout))
+    run(capsys, "render", gru_doc, "-o", str(tmp_path / "gt.dot"))
+    run(capsys, "render", gru_doc, "-o", str(tmp_path / "gd.dot"), "--view", "dag")
+    assert (tmp_path / "gt.dot").read_text().count("shape=box") == 9  # z_t twice in the tree
+    assert (tmp_path / "gd.dot").read_text().count("shape=box") == 8
+
+
+def test_render_bad_input(capsys, tmp_path):
+    bad = write(tmp_path / "bad.json", {"op": "add", "act": "foo", "tuple": 0,
+                                         "children": [{"leaf": "x"}, {"leaf": "h"}]})
+    code, _, err = run(capsys, "render", bad, "-o", str(tmp_path / "x.dot"))
+    assert code == 2 and "bad.json: act: unknown activation 'foo'" in err
+    code, _, err = run(capsys, "render", str(tmp_path / "none.json"), "-o", str(tmp_path / "x.dot"))
+    assert code == 2 and "does not exist" in err
+    good = write(tmp_path / "good.json", jsonio.dump_cell(target("gru").cell))
+    code, _, err = run(capsys, "render", good, "-o", str(tmp_path / "x.jpg"))
+    assert code == 2 and "unknown drawing format" in err
+
+
+def with_vectors(tree, seed: int):
+    rng = np.random.default_rng(seed)
+    return tree.with_vectors({e: rng.normal(size=5) for e in tree.expr.walk()})
+
+
+def test_distance_prints_td_and_td_iso(capsys, tmp_path):
+    gru = target("gru")
+    tgt = with_vectors(gru.graph.unfold(), 0)
+    pred = with_vectors(gru.graph.unfold(), 1)
+    pred_file = write(tmp_path / "pred.json", jsonio.dump_tree(pred))
+    tgt_file = write(tmp_path / "tgt.json", jsonio.dump_cell(gru.cell, vectors={
+        pos.expr: pos.vector for pos in tgt.subtrees()}))
+    code, out, _ = run(capsys, "distance", pred_file, tgt_file)
+    assert code == 0 and out == repr(td(pred, tgt)) + "\n" and float(out) > 0
+    code, out, _ = run(capsys, "distance", pred_file, tgt_file, "--iso")
+    assert out == repr(td_iso(pred, tgt)) + "\n"
+    # a swapped copy of the target is at distance 0 only up to isomorphism
+    swapped = write(tmp_path / "swapped.json", jsonio.dump_tree(tgt.swap()))
+    assert float(run(capsys, "distance", swapped, tgt_file)[1]) > 0
+    assert float(run(capsys, "distance", swapped, tgt_file, "--iso")[1]) == 0.0
+
+
+def test_distance_needs_vectors(capsys, tmp_path):
+    gru = target("gru")
+    bare = write(tmp_path / "bare.json", jsonio.dump_cell(gru.cell))
+    full_tree = with_vectors(gru.graph.unfold(), 0)
+    full = write(tmp_path / "full.json", jsonio.dump_tree(full_tree))
+    code, _, err = run(capsys, "distance", full, bare)
+    assert code == 2 and "bare.json has no vectors on its nodes" in err and "cellgraph export" in err
+    some = {e: np.ones(5) for e in gru.graph.root.walk() if e is not gru.graph.root}
+    partial = write(tmp_path / "partial.json", jsonio.dump_cell(gru.cell, vectors=some))
+    code, _, err = run(capsys, "distance", full, partial)
+    assert code == 2 and "partial.json: internal node at heap label 1" in err and "has no vector" in err
+
+
+@pytest.mark.parametrize("command", ["target", "render", "distance"])
+def test_help(capsys, command):
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    assert stop.value.code == 0 and f"usage: cellgraph {command}" in capsys.readouterr().out

@@ -1,0 +1,131 @@
+"""``cellgraph reproduce``: the Table 1 protocol's plan (equal budgets, seeds, teachers) and
+its runner (subprocesses, resume, records, failures) on a tiny planted experiment."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from cellgraph.cli import main
+from cellgraph.errors import CellGraphError
+from cellgraph.experiment.jobs import Runner
+from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, TRIALS, Arm, Experiment, experiments, plan
+
+
+def _flag_values(argv, flag):
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def _sets(argv) -> dict[str, str]:
+    return dict(s.split("=", 1) for s in _flag_values(argv, "--set"))
+
+
+def test_every_experiment_gives_both_models_the_same_budget_and_seeds(tmp_path):
+    jobs = plan(tmp_path)
+    by_name = {job.name: job for job in jobs}
+    assert len(by_name) == len(jobs)
+    for exp in PROTOCOL:
+        searches = [by_name[f"{exp.name}/search-{arm.model}"] for arm in exp.arms if arm.ranges]
+        if exp.name != "planted":
+            assert {arm.model for arm in exp.arms} >= {"gru"} and len(searches) == 2
+        drawn = [(_flag_values(s.steps[0], "--trials"), {k: v for k, v in _sets(s.steps[0]).items()
+                                                          if k in exp.proxy}) for s in searches]
+        assert all(d == ([str(TRIALS)], {k: str(v) for k, v in exp.proxy.items()}) for d in drawn)
+        for arm in exp.arms:
+            rows = ["preset" if arm.preset else "fixed"] + (["best"] if arm.ranges else [])
+            for row in rows:
+                runs = [by_name[f"{exp.name}/{row}-{arm.model}-s{seed}"] for seed in SEEDS]
+                assert [_sets(r.steps[0])["seed"] for r in runs] == [str(s) for s in SEEDS]
+                assert {_sets(r.steps[0])["epochs"] for r in runs} == {str(exp.full["epochs"])}
+                if row == "best":  # the full data, not the proxy's share
+                    assert all(_sets(r.steps[0]).get(k) == "0" for r in runs for k in exp.proxy if k.startswith("max_"))
+    for job in jobs:
+        assert all(need in by_name for need in job.needs)
+        assert set(job.needs) <= {j.name for j in jobs[:jobs.index(job)]}  # planned before it
+        teacher = _sets(job.steps[0]).get("teacher")
+        if teacher:  # rrnn-gru's TD targets: the preset GRU of the same seed, trained first
+            seed = _sets(job.steps[0]).get("seed", "0")
+            assert teacher.endswith(f"preset-gru-s{seed}") and job.needs[-1] == f"{job.name.split('/')[0]}/preset-gru-s{seed}"
+
+
+def test_the_full_rrnn_rows_fix_the_search_settings_and_search_our_ranges(tmp_path):
+    jobs = {job.name: job for job in plan(tmp_path, experiments(["wiki5k"]))}
+    search = jobs["wiki5k/search-rrnn"].steps[0]
+    assert _flag_values(search, "--ranges") == ["wiki5k"]
+    assert {"tau_units": "std", "candidate_norm": "sample"}.items() <= _sets(search).items()
+    assert "lambda_margin" not in _sets(search)  # searched, not pinned
+    assert _sets(jobs["wiki5k/preset-rrnn-s1"].steps[0])["tau_units"] == "std"
+    with pytest.raises(CellGraphError, match="unknown experiment nope .*wiki5k"):
+        experiments(["nope"])
+
+
+def test_dry_run_lists_jobs_and_runs_nothing(tmp_path, capsys):
+    assert main(["reproduce", "--dry-run", "--only", "planted", "--dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("[to do] planted/fixed-") == 9 and "cellgraph train --set task=planted" in out
+    assert not (tmp_path / "r").exists()
+    assert main(["reproduce", "--jobs", "0", "--dir", str(tmp_path / "r")]) == 2
+
+
+TINY = {"hidden_size": 8, "max_train": 48, "max_eval": 24, "batch_size": 16, "num_threads": 1, "seq_len": 8}
+
+
+def _records(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_tiny_protocol_runs_resumes_and_keeps_its_records(tmp_path):
+    """Two jobs at once; a search of 2 trials on the proxy, its best settings on the full
+    data; records without checkpoints; every command's CPU time; a second run does nothing."""
+    exp = Experiment("tiny", "planted", (Arm("gru", None, {}, "sst"), Arm("lstm", None, {})),
+                     proxy={"epochs": 1}, full={"epochs": 2})
+    root, records, lines = tmp_path / "t1", tmp_path / "records", []
+    jobs = plan(root, [exp], seeds=(0,), trials=2, sets=TINY)
+    assert [j.name for j in jobs] == ["tiny/fixed-lstm-s0", "tiny/search-gru", "tiny/best-gru-s0"]
+    assert Runner(root, records, workers=2, echo=lines.append).run(jobs) == []
+    assert _records(records) == ["commands.tsv", "tiny-best-gru-s0", "tiny-fixed-lstm-s0", "tiny-search-gru"]
+    assert {"best.toml", "tiny-search-gru.log"} <= set(_records(records / "tiny-search-gru"))
+    best = records / "tiny-best-gru-s0"
+    assert {"config.json", "env.json", "final.json", "metrics.jsonl"} <= set(_records(best))
+    assert not any(best.rglob("*.pt"))
+    config = json.loads((best / "config.json").read_text())
+    assert (config["epochs"], config["model"]) == (2, "gru")  # the full settings over the proxy's
+    with open(records / "commands.tsv", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [r["job"] for r in rows].count("tiny/search-gru") == 2  # search, then --best --export
+    assert all(r["exit"] == "0" and float(r["cpu_s"]) >= 0 for r in rows) and len(rows) == 4
+    again: list[str] = []
+    assert Runner(root, records, workers=2, echo=again.append).run(jobs) == [] and again == []
+
+
+def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
+    exp = Experiment("bad", "planted", (Arm("gru", None, {"no_such_key": 1}, "sst"), Arm("lstm", None, {})),
+                     proxy={"epochs": 1}, full={"epochs": 1})
+    lines: list[str] = []
+    jobs = plan(tmp_path / "t1", [exp], seeds=(0,), trials=1, sets=TINY)
+    failed = Runner(tmp_path / "t1", tmp_path / "records", echo=lines.append).run(jobs)
+    assert failed == ["bad/search-gru", "bad/best-gru-s0"]
+    assert any(line.startswith("FAILED bad/search-gru (exit 2)") for line in lines)
+    assert "skip bad/best-gru-s0: needs bad/search-gru" in "\n".join(lines)
+    assert (tmp_path / "records" / "bad-fixed-lstm-s0" / "final.json").is_file()
+    log = (tmp_path / "t1" / "logs" / "bad-search-gru.log").read_text()
+    assert "no_such_key" in log
+
+
+def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
+    """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command; the
+    job is reported stopped, and a second run starts it again."""
+    import sys
+    import threading
+
+    from cellgraph.experiment.reproduce import Job
+
+    job = Job("x/slow", tmp_path / "slow", (("ignored",),), resume=("ignored",), record="x-slow")
+    lines: list[str] = []
+    runner = Runner(tmp_path, tmp_path / "records", echo=lines.append,
+                    program=(sys.executable, "-c", "import time; time.sleep(60)"))
+    threading.Timer(2.0, runner.interrupt).start()
+    assert runner.run([job]) == ["x/slow"]
+    assert lines[-1] == "stopped x/slow: interrupted (it resumes when the plan runs again)"

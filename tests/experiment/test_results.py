@@ -1,0 +1,36 @@
+"""RESULTS.md's tables of the corrected model are what ``cellgraph summarize`` prints from the
+records committed under ``results/runs/``: a fresh clone reprints them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cellgraph.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "results" / "runs"
+
+#: (args of cellgraph summarize, run-folder globs): each table of RESULTS.md's section on the corrected model
+TABLES = [
+    (["--by", "name", "--terms"], ["slice-gru-s?", "slice-flex-s?", "slice-gates-s?", "slice-noaux-s?"]),
+    (["--by", "name"], ["slice-noauxanneal-s?", "slice-noauxanneal01-s?", "slice-flexid-s?"]),
+    (["--by", "name"], ["planted-rrnn-s?"]),
+    (["--by", "name"], ["w5k01-rrnn-s?"]),
+    (["--by", "name"], ["planted-m01-rrnn-s?"]),
+    (["--by", "name"], ["planted-m1-rrnn-s?", "planted-std-rrnn-s?"]),
+    (["--by", "name"], ["w5k01-rrnn-s?", "w5k02-rrnn-s?"]),
+]
+
+
+@pytest.mark.parametrize("args, globs", TABLES)
+def test_results_md_tables_are_reprinted_by_summarize(args, globs, capsys):
+    folders = [str(p) for g in globs for p in sorted(RUNS.glob(g))]
+    assert len(folders) == 3 * len(globs), "a run record is missing from results/runs"
+    assert main(["summarize", *args, *folders]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert len(table) == 2 + len(globs)
+    for line in table:
+        assert line in results, f"RESULTS.md lacks the row {line!r}"
