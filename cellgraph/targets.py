@@ -68,14 +68,19 @@ class Target:
         return self.cell.output
 
 
-def _gru() -> Target:
-    I = 3
+def _gru_gates(I: int) -> tuple[Node, Node, Node, Node]:
+    """The nodes both GRU forms share (``I``: the identity tuple): ``r``, ``z`` on tuples 0
+    and 1, ``1 - z`` and ``z * h``."""
     r = Node("add", "sigmoid", 0, x, h)
     z = Node("add", "sigmoid", 1, x, h)
+    return r, z, Node("add", "one_minus", I, zero, z), Node("mul", "identity", I, h, z)
+
+
+def _gru() -> Target:
+    I = 3
+    r, z, omz, zh = _gru_gates(I)
     rh = Node("mul", "identity", I, h, r)
-    omz = Node("add", "one_minus", I, zero, z)
     htil = Node("add", "tanh", 2, x, rh)
-    zh = Node("mul", "identity", I, h, z)
     omzh = Node("mul", "identity", I, omz, htil)
     ht = Node("add", "identity", I, zh, omzh)
     layout = Layout((
@@ -99,13 +104,10 @@ def _gru() -> Target:
 
 def _gru_torch() -> Target:
     I = 4
-    r = Node("add", "sigmoid", 0, x, h)
-    z = Node("add", "sigmoid", 1, x, h)
+    r, z, omz, zh = _gru_gates(I)
     hn = Node("add", "identity", 2, h, zero)
     rhn = Node("mul", "identity", I, r, hn)
     n = Node("add", "tanh", 3, x, rhn)
-    omz = Node("add", "one_minus", I, zero, z)
-    zh = Node("mul", "identity", I, h, z)
     nomz = Node("mul", "identity", I, n, omz)
     ht = Node("add", "identity", I, zh, nomz)
     layout = Layout((
