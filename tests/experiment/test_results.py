@@ -21,6 +21,7 @@ TABLES = [
     (["--by", "name"], ["planted-m01-rrnn-s?"]),
     (["--by", "name"], ["planted-m1-rrnn-s?", "planted-std-rrnn-s?"]),
     (["--by", "name"], ["w5k01-rrnn-s?", "w5k02-rrnn-s?"]),
+    (["--by", "name"], ["w5k02-rrnn-s?", "w5k03-rrnn-s?"]),
 ]
 
 
