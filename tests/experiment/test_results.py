@@ -11,6 +11,7 @@ from cellgraph.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "results" / "runs"
+TABLE1 = ROOT / "results" / "table1"
 
 #: (args of cellgraph summarize, run-folder globs): each table of RESULTS.md's section on the corrected model
 TABLES = [
@@ -25,13 +26,31 @@ TABLES = [
 ]
 
 
+#: (experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
+TABLE1_ROWS = [("planted", ["--by", "name", "--recovery"])]
+
+
+def _check_reprinted(args, folders, rows, capsys):
+    assert main(["summarize", *args, *folders]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert len(table) == 2 + rows
+    for line in table:
+        assert line in results, f"RESULTS.md lacks the row {line!r}"
+
+
+@pytest.mark.parametrize("name, args", TABLE1_ROWS)
+def test_table1_rerun_is_reprinted_from_its_records(name, args, capsys):
+    folders = sorted(str(p) for p in TABLE1.glob(f"{name}-*") if p.is_dir())
+    assert len(folders) % 3 == 0 and folders, "a run record of the Table 1 rerun is missing"
+    _check_reprinted(args, folders, len(folders) // 3, capsys)
+    assert (TABLE1 / f"{name}.md").read_text(encoding="utf-8").splitlines()[2:] == \
+        [line for line in (ROOT / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+         if line.startswith(f"| {name} | {name}-")][:len(folders) // 3]
+
+
 @pytest.mark.parametrize("args, globs", TABLES)
 def test_results_md_tables_are_reprinted_by_summarize(args, globs, capsys):
     folders = [str(p) for g in globs for p in sorted(RUNS.glob(g))]
     assert len(folders) == 3 * len(globs), "a run record is missing from results/runs"
-    assert main(["summarize", *args, *folders]) == 0
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
-    assert len(table) == 2 + len(globs)
-    for line in table:
-        assert line in results, f"RESULTS.md lacks the row {line!r}"
+    _check_reprinted(args, folders, len(globs), capsys)
