@@ -129,3 +129,22 @@ def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
     threading.Timer(2.0, runner.interrupt).start()
     assert runner.run([job]) == ["x/slow"]
     assert lines[-1] == "stopped x/slow: interrupted (it resumes when the plan runs again)"
+
+
+def test_the_report_writes_its_table_when_plots_cannot_be_drawn(tmp_path, monkeypatch, capsys):
+    """The runs are done when the report runs: a missing matplotlib costs the plots, not the table."""
+    from cellgraph.cli.commands.reproduce import _report
+    from cellgraph.experiment import plots
+    from cellgraph.experiment.runs import RunDir
+
+    run = RunDir.create(tmp_path / "x-fixed-gru-s0")
+    run.write_config({"task": "planted", "model": "gru", "seed": 0})
+    run.write_final({"val_accuracy": 0.5, "test_accuracy": 0.5, "train_seconds": 1.0, "epochs_run": 1})
+
+    def missing():
+        raise CellGraphError("plots need matplotlib: pip install 'cellgraph[plot]'")
+
+    monkeypatch.setattr(plots, "_pyplot", missing)
+    _report("x", tmp_path)
+    assert "| planted | x-fixed-gru | accuracy | 1 |" in (tmp_path / "x.md").read_text()
+    assert "no plots: plots need matplotlib" in capsys.readouterr().err

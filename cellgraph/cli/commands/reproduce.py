@@ -94,12 +94,14 @@ def _report(name: str, records: Path) -> None:
     table = markdown(rows, recovery=any(row["recovery"] for row in rows))
     (records / f"{name}.md").write_text(table + "\n", encoding="utf-8")
     print(f"\n{name}:\n{table}")
-    try:
-        from cellgraph.experiment.plots import plot_runs
-    except ModuleNotFoundError as err:
-        print(f"no plots ({err.name} is missing: pip install 'cellgraph[plot]')", file=sys.stderr)
-        return
+    from cellgraph.errors import CellGraphError
+    from cellgraph.experiment.plots import plot_runs
     from cellgraph.experiment.runlog import RunLog
 
-    for path in plot_runs([RunLog.load(p) for p in runs], records / "plots" / name):
+    try:  # the runs are done and the table written: a missing matplotlib costs the plots only
+        paths = plot_runs([RunLog.load(p) for p in runs], records / "plots" / name)
+    except CellGraphError as err:
+        print(f"no plots: {err}", file=sys.stderr)
+        return
+    for path in paths:
         print(path)
