@@ -76,22 +76,26 @@ def _gru_gates(I: int) -> tuple[Node, Node, Node, Node]:
     return r, z, Node("add", "one_minus", I, zero, z), Node("mul", "identity", I, h, z)
 
 
+def _gru_shaped(name: str, ht: Node, specs: list[TupleSpec], equations: tuple[str, ...],
+                description: str) -> Target:
+    """A one-state target ``h_t = ht`` over ``x``, ``h`` and the zero constant with the GRU's
+    activations; ``specs``: its trainable tuples (the identity tuple comes last). Algorithm 2
+    builds it in as many iterations as it has nodes."""
+    graph = CellGraph(ht, "h")
+    layout = Layout((*specs, TupleSpec.identity_tuple()))
+    space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,), len(graph.internal_nodes()))
+    return Target(name, MultiCell((graph,)), layout, (space,), equations, description)
+
+
 def _gru() -> Target:
     I = 3
     r, z, omz, zh = _gru_gates(I)
     rh = Node("mul", "identity", I, h, r)
     htil = Node("add", "tanh", 2, x, rh)
     omzh = Node("mul", "identity", I, omz, htil)
-    ht = Node("add", "identity", I, zh, omzh)
-    layout = Layout((
-        TupleSpec("r", "W_r", "W_r'", "b_r"),
-        TupleSpec("z", "W_z", "W_z'", "b_z"),
-        TupleSpec("h", "W_h", "W_h'", "b_h"),
-        TupleSpec.identity_tuple(),
-    ))
-    space = SearchSpace((0, 1, 2, 3), GRU_U, OPS, (x,), (h,), (zero,), 8)
-    return Target(
-        "gru", MultiCell((CellGraph(ht, "h"),)), layout, (space,),
+    return _gru_shaped(
+        "gru", Node("add", "identity", I, zh, omzh),
+        [TupleSpec(k, f"W_{k}", f"W_{k}'", f"b_{k}") for k in "rzh"],
         (
             r"r_t = \sigma(W_r x_t + W_r' h_{t-1} + b_r)",
             r"z_t = \sigma(W_z x_t + W_z' h_{t-1} + b_z)",
@@ -109,17 +113,10 @@ def _gru_torch() -> Target:
     rhn = Node("mul", "identity", I, r, hn)
     n = Node("add", "tanh", 3, x, rhn)
     nomz = Node("mul", "identity", I, n, omz)
-    ht = Node("add", "identity", I, zh, nomz)
-    layout = Layout((
-        TupleSpec("r", "W_ir", "W_hr", "b_ir+b_hr"),
-        TupleSpec("z", "W_iz", "W_hz", "b_iz+b_hz"),
-        TupleSpec("hn", "W_hn", "0", "b_hn"),
-        TupleSpec("n", "W_in", "I", "b_in"),
-        TupleSpec.identity_tuple(),
-    ))
-    space = SearchSpace((0, 1, 2, 3, 4), GRU_U, OPS, (x,), (h,), (zero,), 9)
-    return Target(
-        "gru_torch", MultiCell((CellGraph(ht, "h"),)), layout, (space,),
+    return _gru_shaped(
+        "gru_torch", Node("add", "identity", I, zh, nomz),
+        [*(TupleSpec(k, f"W_i{k}", f"W_h{k}", f"b_i{k}+b_h{k}") for k in "rz"),
+         TupleSpec("hn", "W_hn", "0", "b_hn"), TupleSpec("n", "W_in", "I", "b_in")],
         (
             r"r_t = \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})",
             r"z_t = \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})",

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Callable
 
 from cellgraph.experiment.reproduce import Job
+from cellgraph.experiment.runs import copy_record
 
-__all__ = ["Runner", "RECORD_FILES", "collect", "status"]
+__all__ = ["Runner", "collect", "status"]
 
-#: What a train job's record keeps (with its ``structures/`` folder): no checkpoints.
-RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json")
 COMMANDS_HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
 
 
@@ -38,18 +37,14 @@ def status(job: Job) -> str:
 
 
 def collect(job: Job, records: Path, log: Path) -> Path:
-    """Copy ``job``'s records to ``records/<job.record>``: a run's config, env, metrics, final
-    and eval JSON and structure logs; a search's ``best.toml`` and its log (every trial)."""
+    """Copy ``job``'s records to ``records/<job.record>``: a run's record
+    (:func:`~cellgraph.experiment.runs.copy_record`); a search's ``best.toml`` and its log
+    (every trial)."""
     dest = records / job.record
+    if job.resume is not None:
+        return copy_record(job.folder, dest)
     dest.mkdir(parents=True, exist_ok=True)
-    if job.resume is None:
-        names = [job.folder / "best.toml", log]
-    else:
-        names = [job.folder / name for name in RECORD_FILES] + sorted(job.folder.glob("eval_*.json"))
-        if (job.folder / "structures").is_dir():
-            shutil.rmtree(dest / "structures", ignore_errors=True)
-            shutil.copytree(job.folder / "structures", dest / "structures")
-    for path in names:
+    for path in (job.folder / "best.toml", log):
         if path.is_file():
             shutil.copy2(path, dest / path.name)
     return dest

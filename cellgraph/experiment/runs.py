@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -28,9 +29,26 @@ from typing import Any
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.files import atomic_write, deferred_interrupt, read_json, write_json
 
-__all__ = ["eval_name", "RunDir", "package_versions", "load_run"]
+__all__ = ["eval_name", "RunDir", "RECORD_FILES", "copy_record", "package_versions", "load_run"]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
+
+#: What a run's *record* keeps, with its ``eval_*.json`` and ``structures/``: never checkpoints.
+RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json")
+
+
+def copy_record(run: Path, dest: Path) -> Path:
+    """Copy the record of run folder ``run`` into ``dest`` (made if missing): the
+    :data:`RECORD_FILES` it has, its ``eval_*.json`` and its ``structures/`` folder (replaced
+    whole), never its checkpoints. Returns ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in [run / name for name in RECORD_FILES] + sorted(run.glob("eval_*.json")):
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)
+    if (run / "structures").is_dir():
+        shutil.rmtree(dest / "structures", ignore_errors=True)
+        shutil.copytree(run / "structures", dest / "structures")
+    return dest
 
 
 def eval_name(split: str, mode: str | None = None, checkpoint: str = "best") -> str:

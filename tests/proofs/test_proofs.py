@@ -202,7 +202,7 @@ def test_vanishing_holds_with_exact_jacobians(quick):
 def test_vanishing_precondition_is_not_a_conclusion():
     """A cell with C0 >= 1/2 is outside the theorem (left out, counted), not a violation; a
     cell under it whose Jacobian exceeds the bound violates it."""
-    from proofs.vanishing import CellCheck
+    from cellgraph.proofs.vanishing import CellCheck
 
     fine = dict(steps=3, max_jacobian=0.5, max_jacobian_over_bound=0.9, max_bound=0.8,
                 max_gradient_over_bound=0.5, decay_rate=0.5, direct=1.0)
