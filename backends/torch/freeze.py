@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cellgraph.backends.torch import ops as torch_ops
+from cellgraph.backends.torch.plan import group_nodes
 from cellgraph.cell.expr import Expr, Leaf, Node, Role
 from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
@@ -298,22 +299,14 @@ class FrozenCell(nn.Module):
         return tuple(program)
 
     def _group(self, nodes: list[Node], slots: Mapping[Expr, int]) -> list[tuple[Node, ...]]:
-        """The nodes in program order: trainable nodes with the same children, op and
-        activation as one group at the place of its first member (its children are made by
-        then), in tuple order (so that their rows are often a slice), every identity-tuple
-        node alone."""
-        groups: dict[tuple, list[Node]] = {}
-        order: list[list[Node]] = []
-        for n in nodes:
-            if n.tuple not in self._position:
-                order.append([n])
-                continue
-            key = (slots[n.left], slots[n.right], n.op, n.act)
-            if key not in groups:
-                groups[key] = []
-                order.append(groups[key])
-            groups[key].append(n)
-        return [tuple(sorted(members, key=lambda n: self._position.get(n.tuple, 0))) for members in order]
+        """The nodes in program order (:func:`~cellgraph.backends.torch.plan.group_nodes`):
+        trainable nodes with the same children, op and activation as one group, in tuple order
+        (so that their rows are often a slice), every identity-tuple node alone."""
+        def key(n: Node) -> tuple | None:
+            return (slots[n.left], slots[n.right], n.op, n.act) if n.tuple in self._position else None
+
+        return [tuple(sorted(members, key=lambda n: self._position.get(n.tuple, 0)))
+                for members in group_nodes(nodes, key)]
 
     def _identity_node(self, n: Node, slots: Mapping[Expr, int]) -> _Group:
         """``u(o(c_i, c_j))`` of an identity-tuple node; ``u(c)`` for ``c + 0``."""

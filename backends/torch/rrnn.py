@@ -32,6 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
 from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.plan import group_nodes
 from cellgraph.backends.torch.search import CompiledBlock, SearchParams, prepare, search
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
@@ -262,18 +263,22 @@ PLACEMENTS = ("flexible", "gates")
 
 
 @dataclass(frozen=True)
-class _GRUNode:
-    """One node of the RRNN-GRU tree over the value list (leaves, then nodes): a repeat of
-    value ``same`` (an earlier node with the same children, op, activation and tuple set
-    computes the same vector), or ``act(op(L_r left, R_r right) + b_r)`` for each layout
-    tuple ``r`` in ``tuples`` (a range; one tuple: the node is fixed, several: it chooses)."""
+class _GRUGroup:
+    """Nodes of the RRNN-GRU tree over the value list (leaves, then nodes) that read the same
+    children with the same op and activation, computed as one elementwise op
+    ``act(op(L_r left, R_r right) + b_r)`` over the layout tuples ``rows``. Value ``outs[k]``
+    is made from the candidates ``spans[k]`` of that op (one candidate: the node is fixed;
+    several: it chooses among them); ``aliases``: ``(value, earlier value)`` of a member with
+    the same tuples as an earlier one (it computes the same vector)."""
 
-    same: int | None
     left: int
     right: int
     op: Callable[[Tensor, Tensor], Tensor]
     act: Callable[[Tensor], Tensor]
-    tuples: range
+    rows: slice
+    outs: tuple[int, ...]
+    spans: tuple[slice, ...]
+    aliases: tuple[tuple[int, int], ...]
 
 
 class _GRUParams(NamedTuple):
@@ -323,7 +328,11 @@ class RRNNGRUCell(_TupleModule):
     How it is computed: each value a node reads is projected once by the stacked matrices of
     all tuples (``[L_0..L_n]`` or ``[R_0..R_n]``, one matmul; ``x`` for the whole sequence
     at once by :class:`RRNNGRU`), so the candidates of a node are one ``(B, k, p)``
-    elementwise op; nodes that compute the same vector are computed once.
+    elementwise op. Nodes with the same children, op and activation share that op (the
+    program order of :mod:`cellgraph.backends.torch.plan`, which
+    :class:`~cellgraph.backends.torch.freeze.FrozenCell` uses
+    too): ``r`` and ``z`` are one ``(B, 2, p)`` op; nodes that compute the same vector
+    (``gates``: ``r = z``) are computed once.
 
     Shape:
         - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
@@ -353,41 +362,68 @@ class RRNNGRUCell(_TupleModule):
         gru = target("gru")
         self.space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,),
                                  gru.spaces[0].n_iterations)
-        self._nodes = self._plan(gru, n_tuples)
-        self.choosing_nodes = tuple(k for k, node in enumerate(self._nodes) if len(node.tuples) > 1)
-        self._sides = {c: tuple(side for side, child in (("L", "left"), ("R", "right"))
-                                if any(getattr(node, child) == c for node in self._nodes if node.same is None))
-                       for c in {v for node in self._nodes for v in (node.left, node.right)}}
+        tuples, children, self._source = self._plan(gru, n_tuples)
+        self._groups = self._compile(gru, tuples, children)
+        self.choosing_nodes = tuple(k for k, allowed in enumerate(tuples) if len(allowed) > 1)
+        self._sides = {c: tuple(side for side, used in (("L", {g.left for g in self._groups}),
+                                                          ("R", {g.right for g in self._groups})) if c in used)
+                       for g in self._groups for c in (g.left, g.right)}
         self._zeros = {i for i, leaf in enumerate(self.space.leaves) if leaf.role is Role.CONST
                        and not torch_ops.constant(leaf, hidden_size, torch.float64).any()}
-        fixed = torch.tensor([[n.left for n in self._nodes], [n.right for n in self._nodes],
-                              [self.space.ops.index(e.op) for e in gru.graph.internal_nodes()],
-                              [self.space.activations.index(e.act) for e in gru.graph.internal_nodes()],
-                              [n.tuples[0] for n in self._nodes]])
+        nodes = gru.graph.internal_nodes()
+        fixed = torch.tensor([[i for i, _ in children], [j for _, j in children],
+                              [self.space.ops.index(e.op) for e in nodes],
+                              [self.space.activations.index(e.act) for e in nodes],
+                              [allowed[0] for allowed in tuples]])
         self.register_buffer("_fixed", fixed, persistent=False)
         self.register_buffer("_choosing", torch.tensor(self.choosing_nodes, dtype=torch.long), persistent=False)
-        self.register_buffer("_first_tuple", torch.tensor([self._nodes[k].tuples.start for k in self.choosing_nodes],
+        self.register_buffer("_first_tuple", torch.tensor([tuples[k].start for k in self.choosing_nodes],
                                                           dtype=torch.long), persistent=False)
 
-    def _plan(self, gru, n_tuples: int) -> tuple[_GRUNode, ...]:
-        """The nodes of the ``gru`` tree with the tuples each may use under the placement."""
+    def _plan(self, gru, n_tuples: int) -> tuple[list[range], list[tuple[int, int]], tuple[int, ...]]:
+        """Per node of the ``gru`` tree: the tuples it may use under the placement, its
+        children as value indices, and the value whose vector it is (its own, or that of an
+        earlier node with the same children, op, activation and tuples)."""
         identity = gru.layout.identity_indices
         index = {leaf: i for i, leaf in enumerate(self.space.leaves)}
-        same = list(range(len(index)))  # value index -> index of its first computation
+        source = list(range(len(index)))  # value index -> index of its first computation
         seen: dict[tuple, int] = {}
-        nodes = []
-        for k, node in enumerate(gru.graph.internal_nodes()):
+        tuples, children = [], []
+        for node in gru.graph.internal_nodes():
             if self.placement == "flexible":
-                tuples = range(node.tuple, node.tuple + 1) if node.tuple in (0, 1) else range(n_tuples + 1)
+                allowed = range(node.tuple, node.tuple + 1) if node.tuple in (0, 1) else range(n_tuples + 1)
             else:
-                tuples = range(n_tuples, n_tuples + 1) if node.tuple in identity else range(n_tuples)
-            i, j = same[index[node.left]], same[index[node.right]]
-            here = len(index)
-            same.append(seen.setdefault((i, j, node.op, node.act, tuples), here))
-            index[node] = here
-            nodes.append(_GRUNode(None if same[here] == here else same[here], i, j,
-                                  torch_ops.op(node.op), torch_ops.activation(node.act), tuples))
-        return tuple(nodes)
+                allowed = range(n_tuples, n_tuples + 1) if node.tuple in identity else range(n_tuples)
+            i, j = source[index[node.left]], source[index[node.right]]
+            index[node] = len(source)
+            source.append(seen.setdefault((i, j, node.op, node.act, allowed), index[node]))
+            tuples.append(allowed)
+            children.append((i, j))
+        return tuples, children, tuple(source)
+
+    def _compile(self, gru, tuples: list[range], children: list[tuple[int, int]]) -> tuple[_GRUGroup, ...]:
+        """The program: the nodes grouped by children, op and activation
+        (:func:`~cellgraph.backends.torch.plan.group_nodes`), each group one op over the
+        consecutive tuples of its distinct members, in tuple order."""
+        nodes = gru.graph.internal_nodes()
+        first = len(self.space.leaves)
+        position = {node: k for k, node in enumerate(nodes)}
+        groups = []
+        for members in group_nodes(nodes, lambda n: (*children[position[n]], n.op, n.act)):
+            ks = [position[n] for n in members]
+            distinct = sorted((k for k in ks if self._source[first + k] == first + k), key=lambda k: tuples[k].start)
+            rows = [r for k in distinct for r in tuples[k]]
+            assert rows == list(range(rows[0], rows[-1] + 1)), "the placements give a group consecutive tuples"
+            ends = [0]
+            for k in distinct:
+                ends.append(ends[-1] + len(tuples[k]))
+            node = members[0]
+            groups.append(_GRUGroup(
+                *children[ks[0]], torch_ops.op(node.op), torch_ops.activation(node.act),
+                slice(rows[0], rows[-1] + 1), tuple(first + k for k in distinct),
+                tuple(slice(a, b) for a, b in zip(ends, ends[1:])),
+                tuple((first + k, self._source[first + k]) for k in ks if k not in distinct)))
+        return tuple(groups)
 
     def scoring_parameters(self) -> list[nn.Parameter]:
         return list(self.scoring.parameters())
@@ -426,23 +462,22 @@ class RRNNGRUCell(_TupleModule):
         ``traces=False`` returns no trace (and soft mode then ranks no candidates)."""
         params = self.prepare() if params is None else params
         B, p = x.shape
-        vals = [x, x.new_zeros(B, p) if state is None else state, x.new_zeros(B, p)]
+        vals: list[Tensor | None] = [x, x.new_zeros(B, p) if state is None else state, x.new_zeros(B, p)]
+        vals += [None] * (len(self._source) - len(vals))  # the nodes', each written once below
         proj = {} if x_proj is None else {0: x_proj}
         ranked: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-        for k, node in enumerate(self._nodes):
-            if node.same is not None:
-                vals.append(vals[node.same])
-                continue
-            for c in (node.left, node.right):
+        for g in self._groups:
+            for c in (g.left, g.right):
                 if c not in proj:
                     proj[c] = self.project(c, vals[c], params)
-            r = slice(node.tuples.start, node.tuples.stop)
-            cands = node.act(node.op(proj[node.left]["L"][:, r], proj[node.right]["R"][:, r]) + params.bias[r])
-            if len(node.tuples) == 1:
-                vals.append(cands[:, 0])
-                continue
-            value, ranked[len(vals)] = self._choose(cands, params, traces)
-            vals.append(value)
+            cands = g.act(g.op(proj[g.left]["L"][:, g.rows], proj[g.right]["R"][:, g.rows]) + params.bias[g.rows])
+            for out, span in zip(g.outs, g.spans):
+                if span.stop - span.start == 1:
+                    vals[out] = cands[:, span.start]
+                else:
+                    vals[out], ranked[out] = self._choose(cands[:, span], params, traces)
+            for alias, original in g.aliases:
+                vals[alias] = vals[original]
         return vals[-1], ([self._trace(vals, ranked)] if traces else [])
 
     def _choose(self, cands: Tensor, params: _GRUParams, traced: bool
@@ -469,12 +504,11 @@ class RRNNGRUCell(_TupleModule):
     def _trace(self, vals: list[Tensor], ranked: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
         """The step's :class:`SearchTrace` from the values and each choosing node's ranking."""
         B, n_leaves = vals[0].shape[0], len(self.space.leaves)
-        source = [n_leaves + k if node.same is None else node.same for k, node in enumerate(self._nodes)]
         choice, best, second = (torch.stack(column, 1) for column in
-                                zip(*(ranked[source[k]] for k in self.choosing_nodes)))
+                                zip(*(ranked[self._source[n_leaves + k]] for k in self.choosing_nodes)))
         left, right, op, act, tuple_pos = self._fixed.expand(B, -1, -1).clone().unbind(1)  # own memory
         tuple_pos.index_copy_(1, self._choosing, choice + self._first_tuple)
-        n_nodes = len(self._nodes)
+        n_nodes = len(self._source) - n_leaves
         best_full = best.new_zeros(B, n_nodes).index_copy(1, self._choosing, best)
         second_full = best.new_full((B, n_nodes), -torch.inf).index_copy(1, self._choosing, second)
         return SearchTrace(self.space, "h", torch.stack(vals, 1), left, right, tuple_pos, op, act,
