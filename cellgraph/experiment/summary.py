@@ -21,7 +21,7 @@ from cellgraph.experiment.runlog import RunLog, require_field
 from cellgraph.experiment.runs import eval_name
 from cellgraph.files import read_json
 
-__all__ = ["summarize", "markdown"]
+__all__ = ["summarize", "markdown", "format_value"]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float | None]:
@@ -114,7 +114,7 @@ def _other(log: RunLog, final: dict[str, Any], split: str, mode: str) -> float |
     return float(require_field(read_json(path), key, float, "", path))
 
 
-def _cell(pair: tuple[float, float | None] | None, metric: str) -> str:
+def format_value(pair: tuple[float, float | None] | None, metric: str) -> str:
     """``mean ± std``, the value alone for one run (std None), ``—`` for no value."""
     if pair is None:
         return "—"
@@ -139,11 +139,11 @@ def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = F
     lines = [head, "|---" * (8 + 4 * modes + recovery + terms) + "|"]
     for r in rows:
         m = r["metric"]
-        cells = [r["task"], r["model"], m, str(r["n"]), _cell(r["val"], m), _cell(r["test"], m)]
+        cells = [r["task"], r["model"], m, str(r["n"]), format_value(r["val"], m), format_value(r["test"], m)]
         if modes:
-            cells += [_cell(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
+            cells += [format_value(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
         if recovery:
-            cells.append(_cell(r["recovery"], "share"))
+            cells.append(format_value(r["recovery"], "share"))
         cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]
         if terms:
             cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))

@@ -39,9 +39,18 @@ def _check_reprinted(args, folders, rows, capsys):
         assert line in results, f"RESULTS.md lacks the row {line!r}"
 
 
+def test_results_md_holds_table1_as_reproduce_prints_it_from_the_records(capsys):
+    assert main(["reproduce", "--table", "--records", str(TABLE1)]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert len(table) > 20
+    for line in table:
+        assert line in results, f"RESULTS.md lacks the row {line!r}"
+
+
 @pytest.mark.parametrize("name, args", TABLE1_ROWS)
 def test_table1_rerun_is_reprinted_from_its_records(name, args, capsys):
-    folders = sorted(str(p) for p in TABLE1.glob(f"{name}-*") if p.is_dir())
+    folders = sorted(str(p) for p in TABLE1.glob(f"{name}-*") if (p / "config.json").is_file())
     assert len(folders) % 3 == 0 and folders, "a run record of the Table 1 rerun is missing"
     _check_reprinted(args, folders, len(folders) // 3, capsys)
     assert (TABLE1 / f"{name}.md").read_text(encoding="utf-8").splitlines()[2:] == \

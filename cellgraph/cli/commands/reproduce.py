@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override a setting in every run and trial (repeatable), e.g. --set device=cuda")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     p.add_argument("--dry-run", action="store_true", help="print every job, its state and command; run nothing")
+    p.add_argument("--table", action="store_true",
+                   help="print Table 1 (the paper's numbers beside ours) and the searches from the records "
+                   "(--records, e.g. results/table1); run nothing, write nothing")
     p.set_defaults(func=run)
 
 
@@ -59,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     exps = experiments(args.only)
     root = Path(args.dir).resolve()
     records = Path(args.records).resolve() if args.records else root / "records"
+    if args.table:
+        _table1(records, write=False)
+        return 0
     jobs = plan(root, exps, args.seeds, args.trials, sets, args.data)
     if args.dry_run:
         import shlex
@@ -77,10 +83,24 @@ def run(args: argparse.Namespace) -> int:
         return 130
     for exp in exps:
         _report(exp.name, records)
+    _table1(records, write=True)
     if failed:
         print(f"{len(failed)} jobs failed or were skipped: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _table1(records: Path, write: bool) -> None:
+    """Table 1 and the searches, printed and (``write``) written to ``records/table1.md``."""
+    from cellgraph.errors import CellGraphError
+    from cellgraph.experiment.table1 import results_table, searches_table
+
+    if not records.is_dir():
+        raise CellGraphError(f"no records folder {records} (give --records, e.g. results/table1)")
+    text = f"{results_table(records)}\n\nSearches:\n\n{searches_table(records)}\n"
+    if write:
+        (records / "table1.md").write_text(text, encoding="utf-8")
+    print(text, end="")
 
 
 def _report(name: str, records: Path) -> None:

@@ -1,0 +1,116 @@
+"""The paper's Table 1 beside ours, from the records of ``cellgraph reproduce`` (paper,
+Sec. 5, Table 1; docs/reproduce.md).
+
+For every experiment of :data:`~cellgraph.experiment.reproduce.PROTOCOL` but planted, and every
+model of it, two rows: the best configuration of the model's search (``best``) and the paper's
+preset (``preset``), each over the seeds whose run finished. A row shows the paper's val / test,
+ours under the hard search (Algorithm 2's argmax; for a GRU, its only metric) and the soft
+mixture of the same checkpoint, and the mean CPU time of a run (user + system of the
+``cellgraph`` commands of each seed's job, from ``commands.tsv``). A second table gives each
+search: its trials, CPU time, and the values it chose for the searched keys.
+
+Everything is read from a records folder (``results/table1``): a fresh clone prints it again
+with ``cellgraph reproduce --table``.
+"""
+
+from __future__ import annotations
+
+import csv
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from cellgraph.experiment.config import SEARCH_RANGES
+from cellgraph.experiment.reproduce import PROTOCOL, Experiment
+from cellgraph.experiment.summary import format_value, summarize
+
+__all__ = ["PAPER", "cpu_seconds", "results_table", "searches_table"]
+
+#: The paper's Table 1: (experiment, model) -> (val, test). BPC on Wiki, accuracy (a fraction,
+#: the paper prints percent) on SST, perplexity on PTB.
+PAPER: dict[tuple[str, str], tuple[float, float]] = {
+    ("wiki5k", "rrnn"): (2.58, 2.63), ("wiki5k", "gru"): (2.73, 2.68),
+    ("wiki", "rrnn-gru"): (2.43, 2.42), ("wiki", "gru"): (2.58, 2.57),
+    ("sst", "rrnn-gru"): (0.651, 0.687), ("sst", "gru"): (0.646, 0.653),
+    ("ptb", "rrnn-gru"): (281.0, 239.0), ("ptb", "gru"): (247.0, 239.0),
+}
+
+_TITLES = {"wiki5k": "Wiki-5k, BPC ↓", "wiki": "Wiki-10k, BPC ↓", "sst": "SST, accuracy ↑",
+           "ptb": "PTB, perplexity ↓"}
+_MODELS = {"rrnn": "RRNN", "rrnn-gru": "RRNN-GRU", "gru": "GRU"}
+_ROWS = {"best": "best of the search", "preset": "paper's preset"}
+
+
+def cpu_seconds(commands: Path) -> dict[str, float]:
+    """Job -> user + system CPU seconds of all its commands (a resumed job has several rows)
+    in a ``commands.tsv``; empty where there is no such file."""
+    if not commands.is_file():
+        return {}
+    totals: dict[str, float] = {}
+    with commands.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if row.get("cpu_s"):
+                totals[row["job"]] = totals.get(row["job"], 0.0) + float(row["cpu_s"])
+    return totals
+
+
+def _paper(exp: str, model: str) -> str:
+    return " / ".join(f"{v:g}" for v in PAPER[(exp, model)])
+
+
+def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str, float]) -> list[str]:
+    runs = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "final.json").is_file())
+    head = [_MODELS[model], _ROWS[kind], _paper(exp.name, model)]
+    if not runs:
+        return head + ["not run yet"] + ["—"] * 5
+    (row,) = summarize([str(p) for p in runs], by="name")
+    m = row["metric"]
+    hard = [row["val_hard"] or row["val"], row["test_hard"] or row["test"]]
+    jobs = [f"{exp.name}/{p.name.removeprefix(exp.name + '-')}" for p in runs]
+    seconds = [cpu[job] for job in jobs if job in cpu]
+    per_run = f"{sum(seconds) / len(seconds):,.0f}" if seconds else "—"
+    return head + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
+        ", ".join(map(str, row["seeds"])), per_run]
+
+
+def results_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
+    """Table 1, the paper's numbers beside ours, as Markdown (see the module docstring)."""
+    cpu = cpu_seconds(records / "commands.tsv")
+    lines = ["| experiment | model | row | paper val / test | val, hard | test, hard | val, soft | "
+             "test, soft | seeds | CPU s / run |", "|---" * 10 + "|"]
+    for exp in exps:
+        if exp.name not in _TITLES:
+            continue
+        first = True
+        for arm in exp.arms:
+            for kind in _ROWS:
+                cells = [_TITLES[exp.name] if first else ""] + _row(records, exp, arm.model, kind, cpu)
+                lines.append("| " + " | ".join(cells) + " |")
+                first = False
+    return "\n".join(lines)
+
+
+def _chosen(best: Path, keys: Sequence[str]) -> str:
+    config: dict[str, Any] = tomllib.loads(best.read_text(encoding="utf-8"))
+    return ", ".join(f"{k} = {config[k]:.3g}" if isinstance(config[k], float) else f"{k} = {config[k]}"
+                     for k in keys)
+
+
+def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
+    """Each search of the protocol: its proxy, CPU seconds and the best trial's values of the
+    searched keys (``not run yet`` where its record is missing), as Markdown."""
+    cpu = cpu_seconds(records / "commands.tsv")
+    lines = ["| experiment | model | proxy | CPU s, all trials | best configuration (searched keys) |",
+             "|---" * 5 + "|"]
+    for exp in exps:
+        if exp.name not in _TITLES:
+            continue
+        proxy = ", ".join(f"{k} = {v}" for k, v in exp.proxy.items())
+        for arm in exp.arms:
+            best = records / f"{exp.name}-search-{arm.model}" / "best.toml"
+            keys = list(SEARCH_RANGES[(arm.model, arm.ranges)]) if arm.ranges else []
+            chosen = _chosen(best, keys) if best.is_file() else "not run yet"
+            seconds = cpu.get(f"{exp.name}/search-{arm.model}")
+            lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | "
+                         f"{'—' if seconds is None else f'{seconds:,.0f}'} | {chosen} |")
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""Table 1 beside the paper's (:mod:`cellgraph.experiment.table1`), from a records folder."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+from cellgraph.experiment.reproduce import PROTOCOL
+from cellgraph.experiment.table1 import PAPER, cpu_seconds, results_table, searches_table
+from cellgraph.files import read_json
+
+TABLE1 = Path(__file__).resolve().parents[2] / "results" / "table1"
+HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
+
+
+def records_with(tmp_path: Path, names: list[str], commands: str) -> Path:
+    records = tmp_path / "records"
+    records.mkdir()
+    for name in names:
+        shutil.copytree(TABLE1 / name, records / name)
+    (records / "commands.tsv").write_text(HEADER + commands, encoding="utf-8")
+    return records
+
+
+def test_cpu_seconds_add_up_the_commands_of_a_resumed_job(tmp_path):
+    path = tmp_path / "commands.tsv"
+    path.write_text(HEADER + "a/x-s0\tcellgraph train ...\t100\t300\t130\n"
+                    "a/x-s0\tcellgraph train --resume ...\t50\t60\t0\nb/y-s0\tcellgraph train\t7\t8\t0\n")
+    assert cpu_seconds(path) == {"a/x-s0": 150.0, "b/y-s0": 7.0}
+    assert cpu_seconds(tmp_path / "missing.tsv") == {}
+
+
+def test_a_row_is_the_mean_and_sample_std_of_its_seeds_beside_the_paper(tmp_path):
+    names = [f"wiki5k-preset-gru-s{s}" for s in range(3)]
+    records = records_with(tmp_path, names, "".join(
+        f"wiki5k/preset-gru-s{s}\tcellgraph train\t{cpu}\t1\t0\n" for s, cpu in enumerate((9, 10, 14))))
+    finals = [read_json(records / name / "final.json") for name in names]
+    lines = results_table(records).splitlines()
+    assert len(lines) == 2 + 2 * sum(len(e.arms) for e in PROTOCOL if e.name != "planted")
+    (row,) = [line for line in lines if "GRU | paper's preset | 2.73 / 2.68" in line]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    for cell, split in zip(cells[4:6], ("val", "test")):
+        values = [f[f"{split}_bpc"] for f in finals]
+        assert cell == f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
+    assert cells[6:] == ["—", "—", "0, 1, 2", "11"]
+    assert sum("not run yet" in line for line in lines) == len(lines) - 3
+    assert PAPER[("sst", "rrnn-gru")] == (0.651, 0.687) and "| 0.651 / 0.687 |" in results_table(records)
+
+
+def test_a_search_row_gives_the_searched_keys_of_its_best_trial(tmp_path):
+    records = records_with(tmp_path, [], "sst/search-gru\tcellgraph search ...\t1234.4\t1300\t0\n")
+    (records / "sst-search-gru").mkdir()
+    (records / "sst-search-gru" / "best.toml").write_text(
+        '# best trial\nmodel = "gru"\nbatch_size = 37\nlr = 0.0012345\nlambda_l2 = 2e-07\nclip = 5.5\n')
+    (row,) = [line for line in searches_table(records).splitlines() if "SST" in line and "| GRU |" in line]
+    assert row.endswith("| 1,234 | batch_size = 37, lr = 0.00123, lambda_l2 = 2e-07 |")  # clip: not searched
