@@ -7,7 +7,9 @@ Models (all with input size = hidden size ``p``):
 * ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch.rrnn.RRNN`
   with the paper's sets (3 trainable tuples + identity, U = {sigmoid, tanh, 1-x, id},
   O = {+, *}, aux {0}), per-sample trees; ``rrnn_soft_recompute`` the same with the search
-  recomputed in the backward pass;
+  recomputed in the backward pass; ``rrnn_soft_sample_norm`` the soft step with the setting
+  every full-RRNN training run of RESULTS.md uses (candidates normalised per sample, ``tau`` in
+  units of the score spread);
 * ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn.RRNNGRU`;
 * ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
   run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
@@ -56,6 +58,7 @@ def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tup
         "rrnn_soft": lambda: RRNN(mode="soft", **rrnn),
         "rrnn_straight_through": lambda: RRNN(mode="straight-through", **rrnn),
         "rrnn_soft_recompute": lambda: RRNN(mode="soft", recompute=True, **rrnn),
+        "rrnn_soft_sample_norm": lambda: RRNN(mode="soft", candidate_norm="sample", tau_units="std", **rrnn),
         "rrnn_gru": lambda: RRNNGRU(p, n_tuples, scoring_hidden=gru_scoring_hidden, return_traces=False),
         "frozen_gru": lambda: FrozenRNN(freeze(target("gru"), hidden_size=p)),
         "gru_cell_loop": lambda: CellLoop(nn.GRUCell(p, p)),
