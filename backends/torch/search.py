@@ -65,6 +65,7 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 from torch.autograd.function import once_differentiable
 from torch._functorch import config as functorch_config
 
@@ -284,13 +285,16 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
         ``|a| g . |z| + |c| sum(g)``).
     """
     plan, normed = w.plan, w.norm != "none"
-    zs = [o(Lc, Rc) + w.bias for o in plan.ops]
+    # o = +: b_r joins the smaller operand first (Rc is one node's for every pair at k >= 2)
+    zs = [Lc + (Rc + w.bias) if additive else o(Lc, Rc) + w.bias for o, additive in zip(plan.ops, plan.additive)]
     Z = torch.stack(zs, 1)
     B, p = Z.shape[0], Z.shape[-1]
     scores, Vn = [], None
     if plan.nonlinear:
         Vn = torch.stack([u(Z) for u in plan.nonlinear], 1)
-        if normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
+        if w.norm == "sample":  # over each candidate's features: one fused op and backward
+            Vn = F.layer_norm(Vn, (p,), eps=NORM_EPS)
+        elif normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
             Vn = _normalized(Vn, w.norm)[0]
         h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
         scores.append((h1 @ w.w2).view(B, -1))
