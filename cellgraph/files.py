@@ -1,4 +1,5 @@
-"""Atomic file writing and JSON, used by run folders, exports and checkpoints.
+"""Atomic file writing, JSON and exclusive locks, used by run folders, exports, checkpoints and
+the protocol runner.
 
 Every whole-file write goes through :func:`atomic_write` (temporary file in the same
 folder, fsync, rename, fsync of the folder), so a killed process leaves either the old or
@@ -19,7 +20,33 @@ from typing import Any, Iterator
 
 from cellgraph.errors import CellGraphError
 
-__all__ = ["deferred_interrupt", "atomic_write", "write_json", "read_json"]
+__all__ = ["deferred_interrupt", "atomic_write", "write_json", "read_json", "exclusive"]
+
+
+@contextmanager
+def exclusive(path: str | Path, what: str, hint: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the file ``path`` (made if missing; it keeps the holder's
+    pid) for the block. Where another process holds it, raise at once a
+    :class:`~cellgraph.errors.CellGraphError` "``what`` is in use by another process (pid N):
+    ``hint``". The system drops the lock when its holder exits, even when it is killed. No
+    lock where ``fcntl`` is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise CellGraphError(f"{what} is in use by another process (pid {holder}): {hint}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @contextmanager

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -664,8 +664,8 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
     global batch this process trains and whether it writes the run folder and final.json
     (rank 0, which logs; the other ranks return ``{}``); None: this process alone."""
-    with _threads(config.num_threads):  # a search's next trial starts from the process's setting
-        return _train(config, out_dir, resume, argv, log, Distributed() if dist is None else dist)
+    with _threads(config.num_threads), ExitStack() as held:  # threads: a search's next trial starts afresh
+        return _train(config, out_dir, resume, argv, log, Distributed() if dist is None else dist, held)
 
 
 @contextmanager
@@ -681,7 +681,8 @@ def _threads(n: int) -> Iterator[None]:
 
 
 def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[str] | None, log: Log,
-           dist: Distributed) -> dict[str, Any]:
+           dist: Distributed, held: ExitStack) -> dict[str, Any]:
+    """:func:`train`; ``held`` keeps the run folder's lock until the caller's block ends."""
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
@@ -689,7 +690,10 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     config = config.replace(data_dir=run_data_dir(config.task, config.data_dir))  # recorded resolved
     device = torch.device(dist.device) if dist.active else resolve_device(config.device)
     if dist.writes:
-        RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
+        run = RunDir.vet(out_dir, resume=resume)  # a folder in the way fails before the inputs load
+        if resume and run.path.is_dir():
+            with run.lock():  # and so does a folder another process is training
+                pass
     _seed(config.seed)
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)
@@ -697,6 +701,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     targets = _targets(config, dataset, device)
     if dist.writes:
         run = RunDir.create(out_dir, resume=resume)
+        held.enter_context(run.lock())  # before anything is written into the folder
         if not (resume and run.has_checkpoint()):  # a run without a checkpoint starts over
             read = data_sha256(config.task, config.data_dir, config.glove, config.hidden_size)
             run.write_config(config.to_dict(), argv, dist.world_size, read)

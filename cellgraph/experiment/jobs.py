@@ -5,7 +5,9 @@ A job whose marker file exists is skipped and a started run resumes, so re-runni
 plan continues it. Every command's output goes to ``ROOT/logs/<job>.log``; its user + system
 CPU time (of the child alone, :func:`os.wait4`), wall time and exit status are appended to
 ``ROOT/commands.tsv``. A finished job's records (never checkpoints) are copied to the records
-folder.
+folder. Each job runs under a lock in ``ROOT/locks``: a second runner on the same root leaves
+the jobs the first one holds (and those that need them) and takes the others, so a plan gains
+workers by starting another runner.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cellgraph.errors import CellGraphError
 from cellgraph.experiment.reproduce import Job
 from cellgraph.experiment.runs import copy_record
+from cellgraph.files import exclusive
 
 __all__ = ["Runner", "collect", "status"]
 
@@ -72,6 +77,7 @@ class Runner:
         pending = [job for job in jobs if job.name not in done]
         names = {job.name for job in jobs}
         failed: list[str] = []
+        elsewhere: set[str] = set()  # held by another runner of the same root
         running: dict[Future, Job] = {}
         with ThreadPoolExecutor(max(self.workers, 1)) as pool:
             try:
@@ -83,6 +89,11 @@ class Runner:
                             failed.append(job.name)
                             self.echo(f"skip {job.name}: needs {', '.join(blocked)}, which failed or is "
                                       "not in the plan")
+                        elif elsewhere & set(job.needs):
+                            pending.remove(job)
+                            elsewhere.add(job.name)
+                            self.echo(f"leave {job.name}: it needs {', '.join(elsewhere & set(job.needs))}, "
+                                      "which another runner runs")
                         elif len(running) < self.workers and all(n in done for n in job.needs):
                             pending.remove(job)
                             running[pool.submit(self._job, job)] = job
@@ -90,8 +101,8 @@ class Runner:
                         break
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in finished:
-                        job = running.pop(future)
-                        (done.add if future.result() else failed.append)(job.name)
+                        job, result = running.pop(future), future.result()
+                        (elsewhere.add if result is None else done.add if result else failed.append)(job.name)
             except KeyboardInterrupt:
                 self.interrupt()
                 raise
@@ -106,9 +117,27 @@ class Runner:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
 
-    def _job(self, job: Job) -> bool:
+    def _job(self, job: Job) -> bool | None:
+        """Run ``job`` under its lock (``ROOT/locks``): True when it is done, False when it
+        failed or was stopped, None when another runner of the same root holds it (so that
+        several ``cellgraph reproduce`` processes can share a plan)."""
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as held:
+            try:
+                held.enter_context(exclusive(locks / f"{job.name.replace('/', '-')}.lock", f"job {job.name}",
+                                             "another cellgraph reproduce runs it"))
+            except CellGraphError as err:
+                self.echo(f"leave {job.name}: {err}")
+                return None
+            return self._commands(job)
+
+    def _commands(self, job: Job) -> bool:
         log = self.root / "logs" / f"{job.name.replace('/', '-')}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        if job.done():  # finished by another runner since the plan was read
+            self.echo(f"done {job.name} (by another runner) -> {collect(job, self.records, log)}")
+            return True
         for argv in job.commands():
             self.echo(f"start {job.name}: cellgraph {shlex.join(argv)}")
             code, cpu, wall = self._command(job.name, argv, log)

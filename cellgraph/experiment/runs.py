@@ -24,10 +24,10 @@ import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager
 
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.files import atomic_write, deferred_interrupt, read_json, write_json
+from cellgraph.files import atomic_write, deferred_interrupt, exclusive, read_json, write_json
 
 __all__ = ["eval_name", "RunDir", "RECORD_FILES", "copy_record", "package_versions", "load_run"]
 
@@ -110,6 +110,14 @@ class RunDir:
         except OSError as err:
             raise CellGraphError(f"run folder {run.path} cannot be written: {err}") from None
         return run
+
+    def lock(self) -> ContextManager[None]:
+        """The folder's lock (``.lock``; :func:`cellgraph.files.exclusive`) for a ``with`` block:
+        a second process that trains or resumes the same folder meanwhile stops at once with
+        an error that names the holder, instead of interleaving its checkpoints and metrics
+        with this one's."""
+        return exclusive(self.path / ".lock", f"run folder {self.path}",
+                         "wait for it to finish or stop it (Ctrl-C saves a checkpoint), then resume")
 
     def file(self, name: str) -> Path:
         return self.path / name

@@ -188,3 +188,13 @@ def test_writing_into_a_missing_folder_names_the_folder(tmp_path):
     folder = tmp_path / "no"
     with pytest.raises(FileNotFoundError, match=f"^cannot write .*out.svg: folder {folder} does not exist$"):
         atomic_write(tmp_path / "no" / "out.svg", b"x")
+
+
+def test_a_locked_run_folder_refuses_a_second_holder_and_names_the_first(tmp_path):
+    run = RunDir.create(tmp_path / "run")
+    with run.lock():
+        with pytest.raises(CellGraphError, match=rf"in use by another process \(pid {os.getpid()}\)"):
+            with RunDir(tmp_path / "run").lock():
+                pass
+    with RunDir(tmp_path / "run").lock():  # released when the block ends
+        pass

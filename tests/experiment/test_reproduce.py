@@ -114,6 +114,25 @@ def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
     assert "no_such_key" in log
 
 
+def test_a_job_another_runner_holds_is_left_with_what_needs_it(tmp_path):
+    """Two ``cellgraph reproduce`` on one root share the plan: a job whose lock another
+    process holds (here: this one, through a second descriptor) is left to it, and so are the
+    jobs that need it; the others run; nothing counts as failed."""
+    from cellgraph.files import exclusive
+
+    exp = Experiment("tiny", "planted", (Arm("gru", None, {}, "sst"), Arm("lstm", None, {})),
+                     proxy={"epochs": 1}, full={"epochs": 1})
+    root, lines = tmp_path / "t1", []
+    jobs = plan(root, [exp], seeds=(0,), trials=1, sets=TINY)
+    (root / "locks").mkdir(parents=True)
+    with exclusive(root / "locks" / "tiny-search-gru.lock", "job", "test"):
+        assert Runner(root, tmp_path / "records", echo=lines.append).run(jobs) == []
+    text = "\n".join(lines)
+    assert "leave tiny/search-gru: job tiny/search-gru is in use by another process" in text
+    assert "leave tiny/best-gru-s0: it needs tiny/search-gru, which another runner runs" in text
+    assert [j.name for j in jobs if j.done()] == ["tiny/fixed-lstm-s0"]
+
+
 def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
     """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command; the
     job is reported stopped, and a second run starts it again."""

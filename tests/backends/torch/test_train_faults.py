@@ -17,6 +17,7 @@ import torch
 from cellgraph.backends.torch import train as torch_train
 from cellgraph.backends.torch.checkpoint import load_checkpoint
 from cellgraph.backends.torch.train import TrainingStopped, train
+from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
 from cellgraph.experiment.runlog import RunLog
 
@@ -157,3 +158,27 @@ def test_a_run_killed_within_an_epoch_resumes_from_its_last_step_exactly(tmp_pat
     assert "resuming" in logs[0] and "step 2 of epoch 2" in logs[0]
     assert _final_metrics(killed) == _final_metrics(whole)
     assert _strip(RunLog.load(killed).metrics) == _strip(RunLog.load(whole).metrics)
+
+
+def test_a_run_in_use_by_another_process_is_refused_before_anything_is_written(tmp_path):
+    """Resuming a folder that another process trains fails at once: the holder's metrics and
+    checkpoints are left alone."""
+    config = TrainConfig(**{**TINY, "model": "gru", "epochs": 1})
+    train(config, tmp_path / "run", log=lambda s: None)
+    records = lambda: {p.name: p.read_bytes() for p in (tmp_path / "run").rglob("*")  # noqa: E731
+                       if p.is_file() and p.name != ".lock"}
+    before = records()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from cellgraph.experiment.runs import RunDir\n"
+        f"with RunDir({str(tmp_path / 'run')!r}).lock():\n"
+        "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(CellGraphError, match=rf"in use by another process \(pid {holder.pid}\)"):
+            train(config.replace(epochs=2), tmp_path / "run", resume=True, log=lambda s: None)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert records() == before
+    train(config.replace(epochs=2), tmp_path / "run", resume=True, log=lambda s: None)  # free again
+    assert RunLog.load(tmp_path / "run").metrics[-1]["epoch"] == 2
