@@ -105,7 +105,8 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
     return [
         target("optimized search speed-up over literal Algorithm 2 (x)", result["search"]["speedup"], 100, True),
-        target("RRNN soft training step (s)", models["rrnn_soft"]["time_s"], 0.9),
+        target("RRNN soft training step (s)", models["rrnn_soft"]["time_s"],  # half the step of b2bbb2f
+               1.05 if result["machine"]["torch_threads"] == 1 else 0.8),
         target("RRNN-GRU step / GRUCell loop (x)", models["rrnn_gru"]["time_s"] / loop, 5),
         target("frozen gru step / GRUCell loop (x)", models["frozen_gru"]["time_s"] / loop, 1.5),
         target("RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
