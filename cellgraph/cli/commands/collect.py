@@ -1,5 +1,7 @@
-"""``cellgraph collect RUN_DIR ... --into DIR``: copy the records of run folders (never
-their checkpoints), the form in which runs are committed beside a results document."""
+"""Copy each run folder's record into DIR/[PREFIX-]NAME: config.json, env.json, metrics.jsonl,
+final.json, eval_*.json and structures/, never checkpoints, so that the runs behind a table can
+be committed and 'cellgraph summarize' reprints it. Runs without final.json (stopped or
+killed) are skipped unless --unfinished."""
 
 from __future__ import annotations
 
@@ -7,15 +9,9 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "collect",
-        help="copy the records of run folders (config, env, metrics, final and eval JSON, structures)",
-        description="Copy each run folder's record into DIR/[PREFIX-]NAME: config.json, env.json, "
-        "metrics.jsonl, final.json, eval_*.json and structures/, never checkpoints, so that the "
-        "runs behind a table can be committed and 'cellgraph summarize' reprints it. Runs without "
-        "final.json (stopped or killed) are skipped unless --unfinished.",
-        epilog="example: cellgraph collect runs/w5k-s0 runs/w5k-s1 --into results/runs --prefix w5k03",
-    )
+    p = sub.add_parser("collect", description=__doc__,
+                       help="copy the records of run folders (config, env, metrics, final and eval JSON, structures)",
+                       epilog="example: cellgraph collect runs/w5k-s0 runs/w5k-s1 --into results/runs --prefix w5k03")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--into", metavar="DIR", required=True, help="the folder the records go to")
     p.add_argument("--prefix", default="", help="prefix of each record's name: PREFIX-NAME")

@@ -1,4 +1,5 @@
-"""``cellgraph eval RUN_DIR``: the metric of a trained run's checkpoint on a split."""
+"""Evaluate the best (or last) checkpoint of a run on a split, searching cells in the run's
+eval_mode; print the metric and write RUN_DIR/eval_<split>[_<mode>][_last].json."""
 
 from __future__ import annotations
 
@@ -9,13 +10,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     from cellgraph.algorithm2 import MODES
     from cellgraph.cli.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
 
-    p = sub.add_parser(
-        "eval",
-        help="evaluate a run's checkpoint on the validation or test split",
-        description="Evaluate the best (or last) checkpoint of a run on a split, searching cells "
-        "in the run's eval_mode; print the metric and write RUN_DIR/eval_<split>[_<mode>][_last].json.",
-        epilog="example: cellgraph eval runs/p1 --split test",
-    )
+    p = sub.add_parser("eval", description=__doc__, epilog="example: cellgraph eval runs/p1 --split test",
+                       help="evaluate a run's checkpoint on the validation or test split")
     p.add_argument("run", metavar="RUN_DIR")
     p.add_argument("--split", choices=("val", "test"), default="test")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")

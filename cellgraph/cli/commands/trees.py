@@ -1,4 +1,5 @@
-"""``cellgraph trees RUN_DIR [--top K]``: the most frequent discovered cell structures."""
+"""Most frequent discovered structures (canonical forms) with their counts, from the run's
+structure log (last epoch by default)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,8 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "trees",
-        help="list the most frequent discovered cell structures of a run",
-        description="Most frequent discovered structures (canonical forms) with their counts, "
-        "from the run's structure log (last epoch by default).",
-    )
+    p = sub.add_parser("trees", description=__doc__,
+                       help="list the most frequent discovered cell structures of a run")
     p.add_argument("run", metavar="RUN_DIR")
     p.add_argument("--top", type=int, default=10, help="how many forms to list (default 10)")
     p.add_argument("--epoch", type=int, default=None, help="epoch to read (default: the last logged)")
