@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from cellgraph.cli.main import build_parser, main
 from cellgraph.data.glove import load_glove
-from cellgraph.data.text import load_ptb, load_sst, load_wiki, parse_sst_tree
+from cellgraph.data.text import load_lm, load_sst, parse_sst_tree
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import PRESETS, parse_set, resolve_config
 from cellgraph.experiment.runlog import RunLog
@@ -361,7 +361,8 @@ def fuzz_ptb_files(data: st.DataObject, files: Files) -> None:
     for part in ("train", "valid", "test"):
         raw = data.draw(byte_inputs((PTB_TEXT,))) if part == bad else PTB_TEXT
         (folder / f"ptb.{part}.txt").write_bytes(raw)
-    dataset = clean(lambda: load_ptb(folder, n_train=1, n_val=1, n_test=1, seq_len=2), (str(folder),))
+    dataset = clean(lambda: load_lm(folder, n_train=1, n_val=1, n_test=1, seq_len=2, corpus="ptb"),
+                    (str(folder),))
     assert dataset is None or dataset.seq_len == 2
 
 
@@ -369,7 +370,8 @@ def fuzz_enwik8(data: st.DataObject, files: Files) -> None:
     name = data.draw(st.sampled_from(("enwik8", "enwik8.zip")))
     seed = ENWIK8 if name == "enwik8" else _zip("enwik8", ENWIK8)
     path = files.write(name, data.draw(byte_inputs((seed,))))
-    dataset = clean(lambda: load_wiki(path.parent, n_train=2, n_val=1, n_test=1, seq_len=3), (str(path.parent),))
+    dataset = clean(lambda: load_lm(path.parent, n_train=2, n_val=1, n_test=1, seq_len=3, corpus="wiki"),
+                    (str(path.parent),))
     assert dataset is None or dataset.train.inputs.shape == (2, 3)
 
 
@@ -655,7 +657,7 @@ def test_damaged_enwik8_zip_is_a_format_error(tmp_path):
     data[0] ^= 1  # the local header's magic: the central directory still says "zip"
     (tmp_path / "enwik8.zip").write_bytes(bytes(data))
     with pytest.raises(FormatError, match=r"enwik8.zip: a damaged zip archive \(BadZipFile"):
-        load_wiki(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3)
+        load_lm(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3, corpus="wiki")
 
 
 def test_encrypted_enwik8_zip_is_a_format_error(tmp_path):
@@ -663,7 +665,7 @@ def test_encrypted_enwik8_zip_is_a_format_error(tmp_path):
     data[data.index(b"PK\x01\x02") + 8] |= 1  # central directory: "encrypted" flag
     (tmp_path / "enwik8.zip").write_bytes(bytes(data))
     with pytest.raises(FormatError, match=r"enwik8.zip: a damaged zip archive \(RuntimeError: .*encrypted"):
-        load_wiki(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3)
+        load_lm(tmp_path, n_train=1, n_val=1, n_test=1, seq_len=3, corpus="wiki")
 
 
 def test_checkpoint_with_binary_sidecar_or_folder_is_a_checkpoint_error(tmp_path):

@@ -270,9 +270,9 @@ def sample_windows(
 
 #: name -> (module, loader, fixed options). Loaders are imported when used.
 _LOADERS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "wiki": ("cellgraph.data.text", "load_wiki", {}),
-    "wiki5k": ("cellgraph.data.text", "load_wiki", {"n_train": 5_000, "name": "wiki5k"}),
-    "ptb": ("cellgraph.data.text", "load_ptb", {}),
+    "wiki": ("cellgraph.data.text", "load_lm", {"corpus": "wiki"}),
+    "wiki5k": ("cellgraph.data.text", "load_lm", {"corpus": "wiki", "n_train": 5_000, "name": "wiki5k"}),
+    "ptb": ("cellgraph.data.text", "load_lm", {"corpus": "ptb"}),
     "sst": ("cellgraph.data.text", "load_sst", {}),
     "planted": ("cellgraph.data.planted", "load_planted", {}),
 }

@@ -1,7 +1,7 @@
 """Text data sets of the paper's experiments: enwik8 (Wiki), Penn Treebank, SST (paper,
 Sec. 5.1). Each loader returns a :class:`~cellgraph.data.datasets.Dataset`.
 
-``wiki`` (:func:`load_wiki`), character level, metric BPC
+``wiki`` (:func:`load_lm`), character level, metric BPC
     Source: ``enwik8``, ``enwik8.zip`` or ``enwik8-prefix-*`` (raw MediaWiki XML). The paper
     removes "numbers, punctuation, XML tags, and markup characters" so that 26 letters and
     space are left. :func:`clean_enwik8` does exactly this:
@@ -18,7 +18,7 @@ Sec. 5.1). Each loader returns a :class:`~cellgraph.data.datasets.Dataset`.
 
     Pages are joined by one space. Vocabulary: ``" abcdefghijklmnopqrstuvwxyz"`` (id 0 is
     the space; no padding). Bytes that are not UTF-8 decode to U+FFFD, hence a space.
-``ptb`` (:func:`load_ptb`), word level, metric perplexity
+``ptb`` (:func:`load_lm`), word level, metric perplexity
     Mikolov's ``ptb.{train,valid,test}.txt``: whitespace tokens, ``<eos>`` at each line
     end. Train/val/test windows are drawn from the respective files. Vocabulary: every
     token of the three files (10,000 with ``<eos>``), by train frequency, no padding.
@@ -44,8 +44,10 @@ import re
 import zipfile
 import zlib
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +67,7 @@ __all__ = [
     "read_ptb",
     "read_sst",
     "parse_sst_tree",
-    "load_wiki",
-    "load_ptb",
+    "load_lm",
     "load_sst",
 ]
 
@@ -141,33 +142,6 @@ def _cleaned_enwik8(stamp: tuple[str, int, int]) -> str:
     return text
 
 
-def load_wiki(
-    data_dir: PathLike,
-    n_train: int = 10_000,
-    n_val: int = 1_000,
-    n_test: int = 2_000,
-    seq_len: int = 20,
-    seed: int = 0,
-    name: str = "wiki",
-) -> Dataset:
-    """Random disjoint ``seq_len``-character sequences of cleaned enwik8 (targets: the next
-    characters, so windows of ``seq_len + 1``). ``wiki5k`` is this with ``n_train=5000``."""
-    path = find_enwik8(data_dir)
-    text = read_enwik8(path)
-    lookup = np.zeros(256, np.int64)
-    lookup[np.frombuffer(WIKI_ALPHABET.encode(), np.uint8)] = np.arange(len(WIKI_ALPHABET))
-    stream = lookup[np.frombuffer(text.encode("ascii"), np.uint8)]
-    rng = np.random.default_rng(seed)
-    parts = sample_windows(stream, (n_train, n_val, n_test), seq_len, rng, f"{name} ({path})")
-    train, val, test = (Split(*part, source=path.name) for part in parts)
-    return Dataset(
-        name, "lm", "bpc", tuple(WIKI_ALPHABET), train, val, test, seed=seed,
-        info={"source": str(path), "clean_chars": len(text),
-              "cleaning": "<text> bodies, XML unescaped, HTML tags/entities dropped, "
-                          "lower-cased, runs of non a-z -> one space"},
-    )
-
-
 # --- Penn Treebank ---------------------------------------------------------------------
 
 PTB_FILES = {"train": "ptb.train.txt", "val": "ptb.valid.txt", "test": "ptb.test.txt"}
@@ -195,33 +169,78 @@ def _ptb_tokens(stamp: tuple[str, int, int]) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-def load_ptb(
-    data_dir: PathLike,
-    n_train: int = 10_000,
-    n_val: int = 1_000,
-    n_test: int = 2_000,
-    seq_len: int = 20,
-    seed: int = 0,
-) -> Dataset:
-    """Random disjoint ``seq_len``-word sequences (targets: the next words) of PTB, each
-    split from its own file."""
-    base = data_subdir(data_dir, "ptb")
+@dataclass(frozen=True)
+class _Corpus:
+    """A language-modelling corpus as token ids: ``streams`` holds one stream for all splits
+    (key ``all``: the windows of the three are drawn together, disjoint) or one per split,
+    read from ``sources`` (same keys)."""
+
+    metric: str
+    vocab: tuple[str, ...]
+    streams: dict[str, np.ndarray]
+    sources: dict[str, Path]
+    info: dict[str, Any]
+
+
+def _wiki_corpus(data_dir: PathLike) -> _Corpus:
+    path = find_enwik8(data_dir)
+    text = read_enwik8(path)
+    lookup = np.zeros(256, np.int64)
+    lookup[np.frombuffer(WIKI_ALPHABET.encode(), np.uint8)] = np.arange(len(WIKI_ALPHABET))
+    return _Corpus(
+        "bpc", tuple(WIKI_ALPHABET), {"all": lookup[np.frombuffer(text.encode("ascii"), np.uint8)]}, {"all": path},
+        {"source": str(path), "clean_chars": len(text),
+         "cleaning": "<text> bodies, XML unescaped, HTML tags/entities dropped, "
+                     "lower-cased, runs of non a-z -> one space"},
+    )
+
+
+def _ptb_corpus(data_dir: PathLike) -> _Corpus:
     paths = find_ptb(data_dir)
     tokens = {k: read_ptb(p) for k, p in paths.items()}
     counts = Counter(tokens["train"])
     extra = sorted(set(tokens["val"] + tokens["test"]) - counts.keys())
     vocab = tuple(sorted(counts, key=lambda w: (-counts[w], w))) + tuple(extra)
     ids = {w: i for i, w in enumerate(vocab)}
+    streams = {k: np.fromiter((ids[w] for w in t), np.int64, len(t)) for k, t in tokens.items()}
+    return _Corpus("perplexity", vocab, streams, paths,
+                   {"source": str(data_subdir(data_dir, "ptb")), "tokens": {k: len(t) for k, t in tokens.items()}})
+
+
+_CORPORA = {"wiki": _wiki_corpus, "ptb": _ptb_corpus}
+
+
+def load_lm(
+    data_dir: PathLike,
+    n_train: int = 10_000,
+    n_val: int = 1_000,
+    n_test: int = 2_000,
+    seq_len: int = 20,
+    seed: int = 0,
+    *,
+    corpus: str,
+    name: str | None = None,
+) -> Dataset:
+    """Random disjoint ``seq_len``-token sequences of a language-modelling corpus (targets: the
+    next tokens, so windows of ``seq_len + 1``; the paper's 10,000 / 1,000 / 2,000 sequences of
+    20 by default): ``wiki``, the characters of cleaned enwik8, all splits from one stream;
+    ``ptb``, the words of PTB, each split from its own file. ``name``: the data set's name
+    (default the corpus'; ``wiki5k`` is ``wiki`` with ``n_train=5000``)."""
+    if corpus not in _CORPORA:
+        raise CellGraphError(f"unknown corpus {corpus!r} (known: {', '.join(_CORPORA)})")
+    found, name = _CORPORA[corpus](data_dir), name or corpus
     rng = np.random.default_rng(seed)
-    splits = {}
-    for (k, n), path in zip({"train": n_train, "val": n_val, "test": n_test}.items(), paths.values()):
-        stream = np.fromiter((ids[w] for w in tokens[k]), np.int64, len(tokens[k]))
-        (part,) = sample_windows(stream, (n,), seq_len, rng, f"ptb {k} ({path})")
-        splits[k] = Split(*part, source=path.name)
-    return Dataset(
-        "ptb", "lm", "perplexity", vocab, **splits, seed=seed,
-        info={"source": str(base), "tokens": {k: len(t) for k, t in tokens.items()}},
-    )
+    sizes = {"train": n_train, "val": n_val, "test": n_test}
+    if "all" in found.streams:
+        source = found.sources["all"]
+        parts = sample_windows(found.streams["all"], tuple(sizes.values()), seq_len, rng, f"{name} ({source})")
+        splits = {k: Split(*part, source=source.name) for k, part in zip(sizes, parts)}
+    else:
+        splits = {}
+        for k, n in sizes.items():
+            (part,) = sample_windows(found.streams[k], (n,), seq_len, rng, f"{name} {k} ({found.sources[k]})")
+            splits[k] = Split(*part, source=found.sources[k].name)
+    return Dataset(name, "lm", found.metric, found.vocab, **splits, seed=seed, info=found.info)
 
 
 # --- SST -------------------------------------------------------------------------------

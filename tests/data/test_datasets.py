@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cellgraph.data.text import (
-    WIKI_ALPHABET, clean_enwik8, find_enwik8, load_ptb, load_sst, load_wiki, parse_sst_tree,
+    WIKI_ALPHABET, clean_enwik8, find_enwik8, load_lm, load_sst, parse_sst_tree,
     read_enwik8, read_ptb, read_sst,
 )
 from cellgraph.data.datasets import (
@@ -171,7 +171,7 @@ def test_sst_truncates_from_the_left(tmp_path):
 
 def test_ptb_missing_and_bad_files(tmp_path):
     with pytest.raises(CellGraphError, match=r"ptb: missing file .*ptb.train.txt \(expected Mikolov's"):
-        load_ptb(tmp_path)
+        load_lm(tmp_path, corpus="ptb")
     (tmp_path / "ptb.train.txt").write_text("")
     with pytest.raises(FormatError, match="ptb.train.txt: expected one sentence per line"):
         read_ptb(tmp_path / "ptb.train.txt")
@@ -233,7 +233,7 @@ def test_wiki_seeded_and_wiki5k(wiki):
     other = load_dataset("wiki5k", DATA, seed=1)
     assert (again.train.inputs == wiki.train.inputs).all() and (again.test.origin == wiki.test.origin).all()
     assert len(other.train) == 5_000 and not (other.val.origin == wiki.val.origin).all()
-    assert load_wiki(DATA, 3, 2, 1, seq_len=5).train.inputs.shape == (3, 5)
+    assert load_lm(DATA, 3, 2, 1, seq_len=5, corpus="wiki").train.inputs.shape == (3, 5)
 
 
 @real
@@ -303,3 +303,8 @@ def test_glove_lookup_and_errors(tmp_path):
         load_glove(bad, ["rock"], dim=3)
     with pytest.raises(CellGraphError, match="glove: no glove\\*.txt file"):
         load_glove(tmp_path / "empty", ["x"])
+
+
+def test_an_unknown_corpus_is_named_with_the_known_ones(tmp_path):
+    with pytest.raises(CellGraphError, match="unknown corpus 'enwik9' \\(known: wiki, ptb\\)"):
+        load_lm(tmp_path, corpus="enwik9")
