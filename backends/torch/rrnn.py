@@ -330,9 +330,9 @@ class RRNNGRUCell(_TupleModule):
     at once by :class:`RRNNGRU`), so the candidates of a node are one ``(B, k, p)``
     elementwise op. Nodes with the same children, op and activation share that op (the
     program order of :mod:`cellgraph.backends.torch.plan`, which
-    :class:`~cellgraph.backends.torch.freeze.FrozenCell` uses
-    too): ``r`` and ``z`` are one ``(B, 2, p)`` op; nodes that compute the same vector
-    (``gates``: ``r = z``) are computed once.
+    :class:`~cellgraph.backends.torch.freeze.FrozenCell` uses too): ``r`` and ``z`` are one
+    ``(B, 2, p)`` op; nodes that compute the same vector (``gates``: ``r = z``) are computed
+    once.
 
     Shape:
         - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
@@ -365,9 +365,9 @@ class RRNNGRUCell(_TupleModule):
         tuples, children, self._source = self._plan(gru, n_tuples)
         self._groups = self._compile(gru, tuples, children)
         self.choosing_nodes = tuple(k for k, allowed in enumerate(tuples) if len(allowed) > 1)
-        self._sides = {c: tuple(side for side, used in (("L", {g.left for g in self._groups}),
-                                                          ("R", {g.right for g in self._groups})) if c in used)
-                       for g in self._groups for c in (g.left, g.right)}
+        lefts, rights = {g.left for g in self._groups}, {g.right for g in self._groups}
+        self._sides = {c: tuple(side for side, read in (("L", lefts), ("R", rights)) if c in read)
+                       for c in lefts | rights}
         self._zeros = {i for i, leaf in enumerate(self.space.leaves) if leaf.role is Role.CONST
                        and not torch_ops.constant(leaf, hidden_size, torch.float64).any()}
         nodes = gru.graph.internal_nodes()
