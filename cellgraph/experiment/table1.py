@@ -7,7 +7,7 @@ preset (``preset``), each over the seeds whose run finished. A row shows the pap
 ours under the hard search (Algorithm 2's argmax; for a GRU, its only metric) and the soft
 mixture of the same checkpoint, and the mean CPU time of a run (user + system of the
 ``cellgraph`` commands of each seed's job, from ``commands.tsv``). A second table gives each
-search: its trials, CPU time, and the values it chose for the searched keys.
+search: its completed trials, CPU time, and the values it chose for the searched keys.
 
 Everything is read from a records folder (``results/table1``): a fresh clone prints it again
 with ``cellgraph reproduce --table``.
@@ -16,6 +16,7 @@ with ``cellgraph reproduce --table``.
 from __future__ import annotations
 
 import csv
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -96,21 +97,31 @@ def _chosen(best: Path, keys: Sequence[str]) -> str:
                      for k in keys)
 
 
+_COMPLETE = re.compile(r"(\d+) slots, (\d+) complete")
+
+
+def _trials(search: Path) -> str:
+    """``complete`` trials of a search's record, from the last summary line of its log."""
+    found = [m for log in sorted(search.glob("*.log")) for m in _COMPLETE.finditer(log.read_text(encoding="utf-8"))]
+    return found[-1].group(2) if found else "—"
+
+
 def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
-    """Each search of the protocol: its proxy, CPU seconds and the best trial's values of the
-    searched keys (``not run yet`` where its record is missing), as Markdown."""
+    """Each search of the protocol: its proxy, completed trials, CPU seconds and the best
+    trial's values of the searched keys (``not run yet`` where its record is missing), as
+    Markdown."""
     cpu = cpu_seconds(records / "commands.tsv")
-    lines = ["| experiment | model | proxy | CPU s, all trials | best configuration (searched keys) |",
-             "|---" * 5 + "|"]
+    lines = ["| experiment | model | proxy | trials | CPU s, all trials | best configuration (searched keys) |",
+             "|---" * 6 + "|"]
     for exp in exps:
         if exp.name not in _TITLES:
             continue
         proxy = ", ".join(f"{k} = {v}" for k, v in exp.proxy.items())
         for arm in exp.arms:
-            best = records / f"{exp.name}-search-{arm.model}" / "best.toml"
+            search = records / f"{exp.name}-search-{arm.model}"
             keys = list(SEARCH_RANGES[(arm.model, arm.ranges)]) if arm.ranges else []
-            chosen = _chosen(best, keys) if best.is_file() else "not run yet"
+            chosen = _chosen(search / "best.toml", keys) if (search / "best.toml").is_file() else "not run yet"
             seconds = cpu.get(f"{exp.name}/search-{arm.model}")
-            lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | "
+            lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | {_trials(search)} | "
                          f"{'—' if seconds is None else f'{seconds:,.0f}'} | {chosen} |")
     return "\n".join(lines)

@@ -53,5 +53,7 @@ def test_a_search_row_gives_the_searched_keys_of_its_best_trial(tmp_path):
     (records / "sst-search-gru").mkdir()
     (records / "sst-search-gru" / "best.toml").write_text(
         '# best trial\nmodel = "gru"\nbatch_size = 37\nlr = 0.0012345\nlambda_l2 = 2e-07\nclip = 5.5\n')
+    (records / "sst-search-gru" / "sst-search-gru.log").write_text(
+        "study sst-gru: 8 slots, 7 complete\n...\nstudy sst-gru: 8 slots, 8 complete; best val accuracy 0.5\n")
     (row,) = [line for line in searches_table(records).splitlines() if "SST" in line and "| GRU |" in line]
-    assert row.endswith("| 1,234 | batch_size = 37, lr = 0.00123, lambda_l2 = 2e-07 |")  # clip: not searched
+    assert row.endswith("| 8 | 1,234 | batch_size = 37, lr = 0.00123, lambda_l2 = 2e-07 |")  # clip: not searched
