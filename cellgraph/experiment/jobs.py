@@ -146,13 +146,20 @@ class Runner:
                 self.echo(f"stopped {job.name}: interrupted (it resumes when the plan runs again)")
                 return False
             if code != 0:
-                self.echo(f"FAILED {job.name} (exit {code}): see {log}")
+                self.echo(f"FAILED {job.name} (exit {code}): see {log}{self._stopped_record(job, log)}")
                 return False
         if not job.done():
             self.echo(f"FAILED {job.name}: its commands ended without {job.marker.name}; see {log}")
             return False
         self.echo(f"done {job.name} -> {collect(job, self.records, log)}")
         return True
+
+    def _stopped_record(self, job: Job, log: Path) -> str:
+        """A failed run's record (its metrics say how it stopped, e.g. a diverged loss) is kept
+        like a finished one's; the note for the failure line."""
+        if job.resume is None or not (job.folder / "config.json").is_file():
+            return ""
+        return f"; its record so far -> {collect(job, self.records, log)}"
 
     def _command(self, name: str, argv: tuple[str, ...], log: Path) -> tuple[int, float, float]:
         start = time.perf_counter()

@@ -3,11 +3,13 @@ Sec. 5, Table 1; docs/reproduce.md).
 
 For every experiment of :data:`~cellgraph.experiment.reproduce.PROTOCOL` but planted, and every
 model of it, two rows: the best configuration of the model's search (``best``) and the paper's
-preset (``preset``), each over the seeds whose run finished. A row shows the paper's val / test,
-ours under the hard search (Algorithm 2's argmax; for a GRU, its only metric) and the soft
-mixture of the same checkpoint, and the mean CPU time of a run (user + system of the
-``cellgraph`` commands of each seed's job, from ``commands.tsv``). A second table gives each
-search: its completed trials, CPU time, and the values it chose for the searched keys.
+preset (``preset``), each over the seeds whose run finished; the seeds whose run stopped (e.g.
+on a diverged loss) are listed as such, and their records hold how far they got. A row shows
+the paper's val / test, ours under the hard search (Algorithm 2's argmax; for a GRU, its only
+metric) and the soft mixture of the same checkpoint, and the mean CPU time of a finished run
+(user + system of the ``cellgraph`` commands of each seed's job, from ``commands.tsv``). A
+second table gives each search: its completed trials, CPU time, and the values it chose for
+the searched keys.
 
 Everything is read from a records folder (``results/table1``): a fresh clone prints it again
 with ``cellgraph reproduce --table``.
@@ -24,6 +26,7 @@ from typing import Any, Mapping, Sequence
 from cellgraph.experiment.config import SEARCH_RANGES
 from cellgraph.experiment.reproduce import PROTOCOL, Experiment
 from cellgraph.experiment.summary import format_value, summarize
+from cellgraph.files import read_json
 
 __all__ = ["PAPER", "cpu_seconds", "results_table", "searches_table"]
 
@@ -59,11 +62,20 @@ def _paper(exp: str, model: str) -> str:
     return " / ".join(f"{v:g}" for v in PAPER[(exp, model)])
 
 
+def _stopped(folders: Sequence[Path]) -> str:
+    """``; stopped: 2`` for the seeds of records without final.json (a run that failed, e.g.
+    its loss diverged; its metrics.jsonl says how far it got)."""
+    seeds = sorted(read_json(p / "config.json").get("seed") for p in folders)
+    return f"; stopped: {', '.join(map(str, seeds))}" if seeds else ""
+
+
 def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str, float]) -> list[str]:
-    runs = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "final.json").is_file())
+    started = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "config.json").is_file())
+    runs = [p for p in started if (p / "final.json").is_file()]
+    stopped = _stopped([p for p in started if p not in runs])
     head = [_MODELS[model], _ROWS[kind], _paper(exp.name, model)]
     if not runs:
-        return head + ["not run yet"] + ["—"] * 5
+        return head + ["not finished" if stopped else "not run yet"] + ["—"] * 3 + [stopped[2:] or "—", "—"]
     (row,) = summarize([str(p) for p in runs], by="name")
     m = row["metric"]
     hard = [row["val_hard"] or row["val"], row["test_hard"] or row["test"]]
@@ -71,7 +83,7 @@ def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str
     seconds = [cpu[job] for job in jobs if job in cpu]
     per_run = f"{sum(seconds) / len(seconds):,.0f}" if seconds else "—"
     return head + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
-        ", ".join(map(str, row["seeds"])), per_run]
+        ", ".join(map(str, row["seeds"])) + stopped, per_run]
 
 
 def results_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:

@@ -133,6 +133,25 @@ def test_a_job_another_runner_holds_is_left_with_what_needs_it(tmp_path):
     assert [j.name for j in jobs if j.done()] == ["tiny/fixed-lstm-s0"]
 
 
+def test_a_run_that_fails_keeps_its_record_so_far(tmp_path):
+    """A run that stops on an error (here: a stand-in that writes a run's first records and
+    exits 2, as a diverged loss does) is FAILED, and its record goes to the records folder."""
+    import sys
+
+    from cellgraph.experiment.reproduce import Job
+
+    folder = tmp_path / "runs" / "x-s0"
+    job = Job("x/run-s0", folder, (("ignored",),), resume=("ignored",), record="x-run-s0")
+    script = (f"import pathlib, sys; f = pathlib.Path({str(folder)!r}); f.mkdir(parents=True); "
+              "(f / 'config.json').write_text('{}'); (f / 'metrics.jsonl').write_text('{\"epoch\": 1}\\n'); "
+              "(f / 'checkpoints').mkdir(); (f / 'checkpoints' / 'last.pt').write_text('w'); sys.exit(2)")
+    lines: list[str] = []
+    runner = Runner(tmp_path, tmp_path / "records", echo=lines.append, program=(sys.executable, "-c", script))
+    assert runner.run([job]) == ["x/run-s0"]
+    assert lines[-1].startswith("FAILED x/run-s0 (exit 2)") and "its record so far ->" in lines[-1]
+    assert _records(tmp_path / "records" / "x-run-s0") == ["config.json", "metrics.jsonl"]
+
+
 def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
     """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command; the
     job is reported stopped, and a second run starts it again."""

@@ -57,3 +57,16 @@ def test_a_search_row_gives_the_searched_keys_of_its_best_trial(tmp_path):
         "study sst-gru: 8 slots, 7 complete\n...\nstudy sst-gru: 8 slots, 8 complete; best val accuracy 0.5\n")
     (row,) = [line for line in searches_table(records).splitlines() if "SST" in line and "| GRU |" in line]
     assert row.endswith("| 8 | 1,234 | batch_size = 37, lr = 0.00123, lambda_l2 = 2e-07 |")  # clip: not searched
+
+
+def test_a_stopped_run_is_listed_by_seed_not_averaged(tmp_path):
+    records = records_with(tmp_path, [f"wiki5k-preset-gru-s{s}" for s in range(3)], "")
+    (records / "wiki5k-preset-gru-s2" / "final.json").unlink()  # as if its loss had diverged
+    (row,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
+    assert "| 0, 1; stopped: 2 | — |" in row
+    finals = [read_json(records / f"wiki5k-preset-gru-s{s}" / "final.json")["test_bpc"] for s in (0, 1)]
+    assert f"| {statistics.fmean(finals):.3f} ± {statistics.stdev(finals):.3f} |" in row
+    for s in (0, 1):
+        (records / f"wiki5k-preset-gru-s{s}" / "final.json").unlink()
+    (row,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
+    assert row.endswith("| not finished | — | — | — | stopped: 0, 1, 2 | — |")
