@@ -27,7 +27,7 @@ TABLES = [
 
 
 #: (experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
-TABLE1_ROWS = [("planted", ["--by", "name", "--recovery"])]
+TABLE1_ROWS = [("planted", ["--by", "name", "--recovery"]), ("wiki", ["--by", "name"])]
 
 
 def _check_reprinted(args, folders, rows, capsys):
