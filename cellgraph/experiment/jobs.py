@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -55,6 +56,23 @@ def collect(job: Job, records: Path, log: Path) -> Path:
     return dest
 
 
+class _Left:
+    """How many jobs of each experiment are still to run here; calls ``settled(experiment)``
+    when that reaches 0."""
+
+    def __init__(self, pending: list[Job], settled: Callable[[str], None]) -> None:
+        self.counts = Counter(job.experiment for job in pending)
+        self.settled = settled
+
+    def settle(self, job: Job) -> None:
+        self.counts[job.experiment] -= 1
+        self.check(job.experiment)
+
+    def check(self, experiment: str) -> None:
+        if self.counts[experiment] == 0:
+            self.settled(experiment)
+
+
 @dataclass
 class Runner:
     """Runs ``jobs`` under ``root`` with ``workers`` at once (see the module docstring);
@@ -66,6 +84,9 @@ class Runner:
     workers: int = 1
     echo: Callable[[str], None] = print
     program: tuple[str, ...] = (sys.executable, "-m", "cellgraph")
+    #: called with an experiment's name once none of its jobs is left to run here (at the
+    #: start for an experiment that is done), e.g. to write its table while the plan goes on
+    settled: Callable[[str], None] = lambda experiment: None
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -79,6 +100,9 @@ class Runner:
         failed: list[str] = []
         elsewhere: set[str] = set()  # held by another runner of the same root
         running: dict[Future, Job] = {}
+        left = _Left(pending, self.settled)
+        for experiment in dict.fromkeys(job.experiment for job in jobs):
+            left.check(experiment)
         with ThreadPoolExecutor(max(self.workers, 1)) as pool:
             try:
                 while pending or running:
@@ -89,11 +113,13 @@ class Runner:
                             failed.append(job.name)
                             self.echo(f"skip {job.name}: needs {', '.join(blocked)}, which failed or is "
                                       "not in the plan")
+                            left.settle(job)
                         elif elsewhere & set(job.needs):
                             pending.remove(job)
                             elsewhere.add(job.name)
                             self.echo(f"leave {job.name}: it needs {', '.join(elsewhere & set(job.needs))}, "
                                       "which another runner runs")
+                            left.settle(job)
                         elif len(running) < self.workers and all(n in done for n in job.needs):
                             pending.remove(job)
                             running[pool.submit(self._job, job)] = job
@@ -103,6 +129,7 @@ class Runner:
                     for future in finished:
                         job, result = running.pop(future), future.result()
                         (elsewhere.add if result is None else done.add if result else failed.append)(job.name)
+                        left.settle(job)
             except KeyboardInterrupt:
                 self.interrupt()
                 raise

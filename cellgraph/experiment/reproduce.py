@@ -126,6 +126,11 @@ class Job:
     record: str = ""
 
     @property
+    def experiment(self) -> str:
+        """The experiment the job belongs to: its name's first part (``wiki`` of ``wiki/best-gru-s0``)."""
+        return self.name.split("/", 1)[0]
+
+    @property
     def marker(self) -> Path:
         """The file that exists when the job is done (``final.json``, a search's ``best.toml``)."""
         return self.folder / ("best.toml" if self.resume is None else "final.json")

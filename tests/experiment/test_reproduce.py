@@ -84,7 +84,10 @@ def test_a_tiny_protocol_runs_resumes_and_keeps_its_records(tmp_path):
     root, records, lines = tmp_path / "t1", tmp_path / "records", []
     jobs = plan(root, [exp], seeds=(0,), trials=2, sets=TINY)
     assert [j.name for j in jobs] == ["tiny/fixed-lstm-s0", "tiny/search-gru", "tiny/best-gru-s0"]
-    assert Runner(root, records, workers=2, echo=lines.append).run(jobs) == []
+    assert Runner(root, records, workers=2, echo=lines.append,
+                  settled=lambda experiment: lines.append(f"settled {experiment}")).run(jobs) == []
+    assert [line for line in lines if line.startswith("settled")] == ["settled tiny"]
+    assert lines[-1] == "settled tiny"  # after its last job's "done" line
     assert _records(records) == ["commands.tsv", "tiny-best-gru-s0", "tiny-fixed-lstm-s0", "tiny-search-gru"]
     assert {"best.toml", "tiny-search-gru.log"} <= set(_records(records / "tiny-search-gru"))
     best = records / "tiny-best-gru-s0"
@@ -97,7 +100,8 @@ def test_a_tiny_protocol_runs_resumes_and_keeps_its_records(tmp_path):
     assert [r["job"] for r in rows].count("tiny/search-gru") == 2  # search, then --best --export
     assert all(r["exit"] == "0" and float(r["cpu_s"]) >= 0 for r in rows) and len(rows) == 4
     again: list[str] = []
-    assert Runner(root, records, workers=2, echo=again.append).run(jobs) == [] and again == []
+    assert Runner(root, records, workers=2, echo=again.append, settled=again.append).run(jobs) == []
+    assert again == ["tiny"]  # nothing ran; the experiment is settled at once
 
 
 def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
@@ -105,8 +109,10 @@ def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
                      proxy={"epochs": 1}, full={"epochs": 1})
     lines: list[str] = []
     jobs = plan(tmp_path / "t1", [exp], seeds=(0,), trials=1, sets=TINY)
-    failed = Runner(tmp_path / "t1", tmp_path / "records", echo=lines.append).run(jobs)
+    settled: list[str] = []
+    failed = Runner(tmp_path / "t1", tmp_path / "records", echo=lines.append, settled=settled.append).run(jobs)
     assert failed == ["bad/search-gru", "bad/best-gru-s0"]
+    assert settled == ["bad"]  # once, after the failure and the skip
     assert any(line.startswith("FAILED bad/search-gru (exit 2)") for line in lines)
     assert "skip bad/best-gru-s0: needs bad/search-gru" in "\n".join(lines)
     assert (tmp_path / "records" / "bad-fixed-lstm-s0" / "final.json").is_file()

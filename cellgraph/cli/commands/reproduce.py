@@ -76,13 +76,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{sum(not job.done() for job in jobs)} of {len(jobs)} jobs to run, {args.jobs} at once; "
           f"logs in {root / 'logs'}", flush=True)
+    def settled(experiment: str) -> None:  # its table and plots now, while the plan goes on
+        records.mkdir(parents=True, exist_ok=True)
+        _report(experiment, records)
+        _table1(records, write=True, show=False)
+
     try:
-        failed = Runner(root, records, args.jobs, lambda line: print(line, flush=True)).run(jobs)
+        failed = Runner(root, records, args.jobs, lambda line: print(line, flush=True), settled=settled).run(jobs)
     except KeyboardInterrupt:
         print("interrupted: run the same command to resume", file=sys.stderr)
         return 130
-    for exp in exps:
-        _report(exp.name, records)
     _table1(records, write=True)
     if failed:
         print(f"{len(failed)} jobs failed or were skipped: {', '.join(failed)}", file=sys.stderr)
@@ -90,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table1(records: Path, write: bool) -> None:
-    """Table 1 and the searches, printed and (``write``) written to ``records/table1.md``."""
+def _table1(records: Path, write: bool, show: bool = True) -> None:
+    """Table 1 and the searches, printed (``show``) and written to ``records/table1.md`` (``write``)."""
     from cellgraph.errors import CellGraphError
     from cellgraph.experiment.table1 import results_table, searches_table
 
@@ -100,7 +103,8 @@ def _table1(records: Path, write: bool) -> None:
     text = f"{results_table(records)}\n\nSearches:\n\n{searches_table(records)}\n"
     if write:
         (records / "table1.md").write_text(text, encoding="utf-8")
-    print(text, end="")
+    if show:
+        print(text, end="")
 
 
 def _report(name: str, records: Path) -> None:
