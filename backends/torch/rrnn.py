@@ -31,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
 from cellgraph.backends.torch import ops as torch_ops
+from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
 from cellgraph.backends.torch.plan import group_nodes
 from cellgraph.backends.torch.search import CompiledBlock, SearchParams, prepare, search
@@ -283,12 +284,14 @@ class _GRUGroup:
 
 class _GRUParams(NamedTuple):
     """What one sequence takes from the parameters: the stacked rows ``((n+1) p, p)`` of all
-    layout tuples' ``L`` and ``R``, their biases ``(n+1, p)`` and the scoring network
-    ``(W_1, b_1, w_2, b_2)``."""
+    layout tuples' ``L`` and ``R``, their biases ``(n+1, p)``, the scoring network
+    ``(W_1, b_1, w_2, b_2)`` and the temperature ``tau`` (a tensor, so that a compiled step
+    takes a new value as an input, not as a new constant)."""
 
     weight: dict[str, Tensor]
     bias: Tensor
     scoring: tuple[Tensor, Tensor, Tensor, Tensor]
+    tau: Tensor
 
 
 class RRNNGRUCell(_TupleModule):
@@ -435,7 +438,7 @@ class RRNNGRUCell(_TupleModule):
         p = self.hidden_size
         first, _, last = self.scoring
         return _GRUParams({"L": L.reshape(-1, p), "R": R.reshape(-1, p)}, b,
-                          (first.weight, first.bias, last.weight, last.bias))
+                          (first.weight, first.bias, last.weight, last.bias), b.new_tensor(self.tau))
 
     def project(self, c: int, value: Tensor, params: _GRUParams) -> dict[str, Tensor]:
         """Value ``c`` (``(..., p)``) through the stacked matrices of its sides: side ->
@@ -488,7 +491,7 @@ class RRNNGRUCell(_TupleModule):
         scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, k)
         soft = None
         if self.mode != "hard":
-            tau = self.tau if self.tau_units == "score" else self.tau * scores.detach().std(
+            tau = params.tau if self.tau_units == "score" else params.tau * scores.detach().std(
                 1, unbiased=False, keepdim=True).clamp(min=SPREAD_FLOOR)
             weights = torch.softmax(scores / tau, 1)
             soft = torch.bmm(weights[:, None], cands)[:, 0]
@@ -519,23 +522,28 @@ class RRNNGRU(_Sequence):
     """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first``,
     ``return_traces`` and ``recompute`` as in :class:`RRNN`). Shape: input ``(T, B, p)`` ->
     output ``(T, B, p)``. The projections of ``x`` by ``[L_1..L_n]`` are made for all steps
-    in one matmul before the step loop; without traces, soft mode ranks no candidates."""
+    in one matmul before the step loop; without traces, soft mode ranks no candidates.
+    ``compile``: each step runs through ``torch.compile`` (:class:`Compiled`: the first steps
+    compile, once per mode; eager where compilation fails)."""
 
     def __init__(self, *args, batch_first: bool = False, return_traces: bool = True,
-                 recompute: bool = False, **kwargs) -> None:
+                 recompute: bool = False, compile: bool = False, **kwargs) -> None:
         super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNGRUCell(*args, **kwargs)
+        self.compiled = Compiled(self.cell, "the RRNN-GRU step", dynamic=False) if compile else None
 
     def forward(self, input: Tensor, state: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, list[list[SearchTrace]] | None]:
         params = self.cell.prepare()
         projected = self.cell.project_input(input.transpose(0, 1) if self.batch_first else input, params)
 
+        cell = self.compiled or self.cell
+
         def step(t: int, x_t: Tensor, state: Tensor | None) -> tuple[Tensor, list[SearchTrace]]:
             args = (x_t, state, params, projected[t], self.return_traces)
             if self.recompute and torch.is_grad_enabled():
-                return checkpoint(self.cell, *args, use_reentrant=False)
-            return self.cell(*args)
+                return checkpoint(cell, *args, use_reentrant=False)
+            return cell(*args)
 
         output, state, traces = torch_ops.run_sequence(step, input, state, self.batch_first)
         return output, state, (traces if self.return_traces else None)

@@ -58,8 +58,6 @@ recorded structure is the argmax) and ``straight-through`` (forward hard, backwa
 from __future__ import annotations
 
 import functools
-import time
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,16 +65,15 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 from torch.autograd.function import once_differentiable
-from torch._functorch import config as functorch_config
 
 from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
                                   check_tau_units)
 from cellgraph.backends.torch import ops as torch_ops
+from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
-from cellgraph.progress import note
 
 __all__ = ["CompiledBlock", "SearchParams", "prepare", "search"]
 
@@ -336,36 +333,12 @@ def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
     return centred * rstd, mean, rstd
 
 
-class CompiledBlock:
-    """:func:`_block` through ``torch.compile`` for one model, made at its first call. Where
-    compilation fails (at ``torch.compile`` or at a compiled call) it warns once and runs
-    eagerly from then on: this model only, not every model of the process. The backward graph
-    is compiled with the forward one (not lazily at the first backward pass), so that a
-    failure shows at the call, which is then redone eagerly."""
+class CompiledBlock(Compiled):
+    """:func:`_block` through ``torch.compile`` for one model (:class:`Compiled`: eager after
+    one warning where compilation fails, for this model only)."""
 
     def __init__(self) -> None:
-        self._fn: Callable | None = None
-        self.fell_back = False
-
-    def __call__(self, *args) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
-        if self.fell_back:
-            return _block(*args)
-        first = self._fn is None
-        start = time.perf_counter()
-        try:
-            if first:
-                note("compiling the cell search with torch.compile (tens of seconds, once per model)...")
-                self._fn = torch.compile(_block, dynamic=True)
-            with functorch_config.patch(force_non_lazy_backward_lowering=True):
-                out = self._fn(*args)
-        except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
-            self.fell_back = True
-            warnings.warn(f"torch.compile of the cell search failed, running eagerly: "
-                          f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
-            return _block(*args)
-        if first:
-            note(f"compiled the cell search in {time.perf_counter() - start:.0f} s")
-        return out
+        super().__init__(_block, "the cell search", dynamic=True)
 
 
 class _Block:

@@ -57,7 +57,7 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
                        mode=config.mode, tau=config.tau, tau_units=config.tau_units,
                        placement=config.placement,
-                       identity_trainable=config.identity_trainable)
+                       identity_trainable=config.identity_trainable, compile=config.compile)
     return GRUBaseline(p) if config.model == "gru" else LSTMBaseline(p)
 
 

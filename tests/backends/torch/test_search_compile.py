@@ -1,5 +1,6 @@
-"""``torch.compile`` of the search's candidate block: a failure (at ``torch.compile`` or at the
-first compiled call) warns once and gives exactly the eager results; compiled and eager agree."""
+"""``torch.compile`` of the search's candidate block (full RRNN) and of the RRNN-GRU step: a
+failure (at ``torch.compile`` or at the first compiled call) warns once and gives exactly the
+eager results; compiled and eager agree."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
 from cellgraph.backends.torch.task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.experiment.config import resolve_config
@@ -103,3 +104,51 @@ def test_compilation_is_announced_once(monkeypatch, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("compiling the cell search with torch.compile")
     assert lines[1].startswith("compiled the cell search in ")
+
+
+def _run_gru(compile: bool, tau: float = 1.0, model: RRNNGRU | None = None):
+    """Output, best scores and all gradients of a tiny RRNN-GRU in soft mode (fixed seed)."""
+    torch.manual_seed(0)
+    model = RRNNGRU(5, 2, scoring_hidden=4, compile=compile) if model is None else model
+    model.zero_grad(set_to_none=True)
+    model.cell.tau = tau
+    torch.manual_seed(1)
+    x = torch.randn(3, 2, 5, requires_grad=True)
+    output, _, traces = model(x)
+    scores = torch.stack([t[0].best_score for t in traces])
+    (output.square().sum() + scores.sum()).backward()
+    return [output.detach(), scores.detach(), x.grad] + [p.grad for p in model.parameters()]
+
+
+def test_rrnn_gru_compile_failure_warns_once_and_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(torch, "compile", _fail)
+    eager = _run_gru(False)
+    with pytest.warns(RuntimeWarning, match="torch.compile of the RRNN-GRU step failed, running eagerly"):
+        fallen = _run_gru(True)
+    for a, b in zip(eager, fallen):
+        assert a is not None and torch.equal(a, b)
+
+
+def test_the_config_key_reaches_the_rrnn_gru_step():
+    compiled = _core(resolve_config(overrides={"model": "rrnn-gru", "compile": "true"}), ("h",))
+    assert compiled.compiled is not None and compiled.compiled.fn is compiled.cell
+    assert _core(resolve_config(overrides={"model": "rrnn-gru"}), ("h",)).compiled is None
+
+
+@pytest.mark.slow
+def test_compiled_rrnn_gru_agrees_and_takes_a_new_tau_without_recompiling():
+    """Real compilation: the same values and gradients as eager, and tau, annealed during
+    training, is an input of the compiled step, not a constant that forces a new graph."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = RRNNGRU(5, 2, scoring_hidden=4, compile=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
+        for tau in (1.0, 0.3):
+            compiled = _run_gru(True, tau, model)
+            graphs = counters["stats"]["unique_graphs"]
+            for a, b in zip(_run_gru(False, tau), compiled):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        _run_gru(True, 0.1, model)
+    assert counters["stats"]["unique_graphs"] == graphs
