@@ -512,11 +512,19 @@ def fake_train(config, out_dir, resume=False, argv=None, **kwargs):
     return {}
 
 
+def fake_plan_run(runner, jobs):
+    """Stands in for :meth:`Runner.run` (it starts ``cellgraph`` subprocesses, which no
+    in-process stand-in reaches): the plan was built from the command's argv; nothing runs."""
+    assert all(job.commands() for job in jobs)
+    return []
+
+
 #: Work that takes minutes, replaced under the CLI fuzzer; these commands' own input is their
 #: argv and the files they name, which are still read. A module not there yet is skipped.
 STAND_INS = {
     "cellgraph.proofs.suite.run": fake_statements,
     "cellgraph.backends.torch.train.train": fake_train,
+    "cellgraph.experiment.jobs.Runner.run": fake_plan_run,
     "cellgraph.cli.commands.demo.run": lambda args: 0,
     "cellgraph.cli.commands.bench.run": lambda args: 0,
 }
