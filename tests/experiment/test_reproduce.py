@@ -192,3 +192,22 @@ def test_the_report_writes_its_table_when_plots_cannot_be_drawn(tmp_path, monkey
     _report("x", tmp_path)
     assert "| planted | x-fixed-gru | accuracy | 1 |" in (tmp_path / "x.md").read_text()
     assert "no plots: plots need matplotlib" in capsys.readouterr().err
+
+
+def test_a_settled_experiment_writes_table1_and_the_end_prints_it(tmp_path, monkeypatch, capsys):
+    """The runner's ``settled`` callback writes records/table1.md as each experiment ends;
+    the command prints Table 1 once, at the end (the runner is stood in for: no training)."""
+    from cellgraph.experiment.jobs import Runner
+
+    def run(runner, jobs):
+        assert not (runner.records / "table1.md").exists()
+        runner.settled("wiki")
+        assert (runner.records / "table1.md").is_file()
+        return []
+
+    monkeypatch.setattr(Runner, "run", run)
+    records = tmp_path / "records"
+    assert main(["reproduce", "--only", "wiki", "--dir", str(tmp_path / "t1"), "--records", str(records)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| experiment | model | row |") == 1 and "Searches:" in out
+    assert (records / "table1.md").read_text(encoding="utf-8").splitlines()[0] in out

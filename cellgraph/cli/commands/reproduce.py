@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted: run the same command to resume", file=sys.stderr)
         return 130
-    _table1(records, write=True)
+    _table1(records, write=False)  # settled() has written it after each experiment
     if failed:
         print(f"{len(failed)} jobs failed or were skipped: {', '.join(failed)}", file=sys.stderr)
         return 1
