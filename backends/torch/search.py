@@ -442,14 +442,18 @@ class _Candidates:
         """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
         ``tau`` a number or a ``(B,)`` per-sample temperature.
 
-        Block ``i`` keeps ``U_i = sum_c exp(l_c - m_i) v_c``, ``Z_i = sum_c exp(l_c - m_i)``
-        (``l = alpha / tau``, excluded ``l = -inf``, ``m_i`` its max, a constant); the mixture
-        is ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax. A
-        per-sample ``tau`` changes from call to call, so it rebuilds every block's sums.
+        A number: block ``i`` keeps ``U_i = sum_c exp(l_c - m_i) v_c``,
+        ``Z_i = sum_c exp(l_c - m_i)`` (``l = alpha / tau``, excluded ``l = -inf``, ``m_i`` its
+        max, a constant), rebuilt only when the block's eligibility changes; the mixture is
+        ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax. A per-sample
+        ``tau`` changes from call to call, so no partial sum can be kept: one softmax over all
+        candidates gives the weights, and each block mixes its share.
         """
         if torch.is_tensor(tau):
-            self._sums = [None] * len(self.blocks)
-            tau = tau[:, None]
+            logits = (self.scores / tau[:, None]).masked_fill(self.excluded, -torch.inf)
+            weights = torch.softmax(logits, 1)
+            return sum(block.mix(weights[:, start:start + block.size])
+                       for block, start in zip(self.blocks, self.starts))
         for i, block in enumerate(self.blocks):
             if self._sums[i] is None:
                 start = self.starts[i]

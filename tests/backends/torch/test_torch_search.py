@@ -252,8 +252,14 @@ def test_straight_through_is_hard_forward_soft_backward():
     assert grads["straight-through"][1].abs().sum() > 0
 
 
+@pytest.mark.parametrize("tau_units", ["score", "std"])
 @pytest.mark.parametrize("norm", ["none", "batch", "sample"])
-def test_soft_mode_gradcheck(norm):
+def test_soft_mode_gradcheck(norm, tau_units, monkeypatch):
+    """Soft mode is differentiable, also with a per-sample temperature (``std``): there the
+    score spread is a constant of the backward pass by design, so the check holds it fixed
+    (one value per sample) to compare the finite differences with it."""
+    spread = torch.tensor([1.3, 0.6], dtype=torch.float64)
+    monkeypatch.setattr("cellgraph.backends.torch.search._Candidates.spread", lambda self: spread)
     space, p = _space(2), 3
     params, alpha, leaf_values = _case(11, p, 2, 3, "normal", "random")
     L, R, b = (torch.tensor(np.stack([t[i] for t in params[:3]]), requires_grad=True) for i in range(3))
@@ -266,7 +272,8 @@ def test_soft_mode_gradcheck(norm):
         LL, RR = torch.cat([L, eye[None]]), torch.cat([R, eye[None]])
         bb = torch.cat([b, torch.zeros(1, p, dtype=torch.float64)])
         leaves = torch.cat([xh, torch.zeros(2, 1, p, dtype=torch.float64)], 1)
-        trace = search(prepare(space, LL, RR, bb, W1, b1, w2, b2, norm), leaves, "soft", 0.7)
+        trace = search(prepare(space, LL, RR, bb, W1, b1, w2, b2, norm), leaves, "soft", 0.7,
+                       tau_units=tau_units)
         return trace.vectors[:, -2:], trace.best_score
 
     assert torch.autograd.gradcheck(f, (L, R, b, W1, b1, w2, xh), eps=1e-6, atol=1e-5)
