@@ -44,11 +44,11 @@ def status(job: Job) -> str:
 
 def collect(job: Job, records: Path, log: Path) -> Path:
     """Copy ``job``'s records to ``records/<job.record>``: a run's record
-    (:func:`~cellgraph.experiment.runs.copy_record`); a search's ``best.toml`` and its log
-    (every trial)."""
+    (:func:`~cellgraph.experiment.runs.copy_record`) or a search's ``best.toml``, and the job's
+    log (its commands and their output; a search's, every trial)."""
     dest = records / job.record
     if job.resume is not None:
-        return copy_record(job.folder, dest)
+        copy_record(job.folder, dest)
     dest.mkdir(parents=True, exist_ok=True)
     for path in (job.folder / "best.toml", log):
         if path.is_file():

@@ -8,6 +8,9 @@ on a diverged loss) are listed as such, and their records hold how far they got.
 the paper's val / test, ours under the hard search (Algorithm 2's argmax; for a GRU, its only
 metric) and the soft mixture of the same checkpoint, and the mean CPU time of a finished run
 (user + system of the ``cellgraph`` commands of each seed's job, from ``commands.tsv``). A
+command killed before it ended (e.g. with the session it ran in) left no row there, though its
+run resumed from its checkpoint: the job's log (``<record>/<record>.log``) shows more commands
+started than ``commands.tsv`` recorded, and the time is then a lower bound, marked ``≥``. A
 second table gives each search: its completed trials, CPU time, and the values it chose for
 the searched keys.
 
@@ -28,7 +31,7 @@ from cellgraph.experiment.reproduce import PROTOCOL, Experiment
 from cellgraph.experiment.summary import format_value, summarize
 from cellgraph.files import read_json
 
-__all__ = ["PAPER", "cpu_seconds", "results_table", "searches_table"]
+__all__ = ["PAPER", "LOWER_BOUND", "cpu_seconds", "results_table", "searches_table"]
 
 #: The paper's Table 1: (experiment, model) -> (val, test). BPC on Wiki, accuracy (a fraction,
 #: the paper prints percent) on SST, perplexity on PTB.
@@ -45,17 +48,53 @@ _MODELS = {"rrnn": "RRNN", "rrnn-gru": "RRNN-GRU", "gru": "GRU"}
 _ROWS = {"best": "best of the search", "preset": "paper's preset"}
 
 
-def cpu_seconds(commands: Path) -> dict[str, float]:
-    """Job -> user + system CPU seconds of all its commands (a resumed job has several rows)
-    in a ``commands.tsv``; empty where there is no such file."""
+#: The note under a table whose CPU times are lower bounds somewhere.
+LOWER_BOUND = ("≥: a lower bound. A command of the job was killed before it ended (e.g. with the "
+               "session it ran in), so its CPU time was never recorded; the run resumed from its "
+               "checkpoint, and the figure counts the commands that ended.")
+
+
+def cpu_seconds(commands: Path) -> dict[str, tuple[float, int]]:
+    """Job -> (user + system CPU seconds of its commands, how many commands) in a
+    ``commands.tsv`` (a resumed job has several rows); empty where there is no such file."""
     if not commands.is_file():
         return {}
-    totals: dict[str, float] = {}
+    totals: dict[str, tuple[float, int]] = {}
     with commands.open(newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f, delimiter="\t"):
             if row.get("cpu_s"):
-                totals[row["job"]] = totals.get(row["job"], 0.0) + float(row["cpu_s"])
+                seconds, count = totals.get(row["job"], (0.0, 0))
+                totals[row["job"]] = (seconds + float(row["cpu_s"]), count + 1)
     return totals
+
+
+def _job_time(records: Path, job: str, cpu: Mapping[str, tuple[float, int]]) -> tuple[float, bool] | None:
+    """``(seconds, complete)`` of ``job`` (``exp/name``; None where it has no row):
+    incomplete where its log, ``<record>/<record>.log``, shows more commands started than
+    were recorded."""
+    if job not in cpu:
+        return None
+    seconds, recorded = cpu[job]
+    record = job.replace("/", "-")
+    log = records / record / f"{record}.log"
+    return seconds, _started(log) <= recorded
+
+
+def _started(log: Path) -> int:
+    """How many commands a job's log shows started (the runner writes ``$ cellgraph ...``
+    before each); 0 without a log."""
+    if not log.is_file():
+        return 0
+    return sum(line.startswith("$ cellgraph ") for line in log.read_text(encoding="utf-8").splitlines())
+
+
+def _seconds(times: Sequence[tuple[float, bool] | None]) -> str:
+    """The mean of the known ``times``, ``≥``-marked if one of them is a lower bound."""
+    known = [t for t in times if t is not None]
+    if not known:
+        return "—"
+    mean = sum(s for s, _ in known) / len(known)
+    return ("" if all(complete for _, complete in known) else "≥ ") + f"{mean:,.0f}"
 
 
 def _paper(exp: str, model: str) -> str:
@@ -69,7 +108,8 @@ def _stopped(folders: Sequence[Path]) -> str:
     return f"; stopped: {', '.join(map(str, seeds))}" if seeds else ""
 
 
-def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str, float]) -> list[str]:
+def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str, tuple[float, int]]
+         ) -> list[str]:
     started = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "config.json").is_file())
     runs = [p for p in started if (p / "final.json").is_file()]
     stopped = _stopped([p for p in started if p not in runs])
@@ -80,8 +120,7 @@ def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str
     m = row["metric"]
     hard = [row["val_hard"] or row["val"], row["test_hard"] or row["test"]]
     jobs = [f"{exp.name}/{p.name.removeprefix(exp.name + '-')}" for p in runs]
-    seconds = [cpu[job] for job in jobs if job in cpu]
-    per_run = f"{sum(seconds) / len(seconds):,.0f}" if seconds else "—"
+    per_run = _seconds([_job_time(records, job, cpu) for job in jobs])
     return head + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
         ", ".join(map(str, row["seeds"])) + stopped, per_run]
 
@@ -100,7 +139,13 @@ def results_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
                 cells = [_TITLES[exp.name] if first else ""] + _row(records, exp, arm.model, kind, cpu)
                 lines.append("| " + " | ".join(cells) + " |")
                 first = False
-    return "\n".join(lines)
+    return _noted(lines)
+
+
+def _noted(lines: list[str]) -> str:
+    """The table, with :data:`LOWER_BOUND` under it where a cell is a lower bound."""
+    bounded = any("| ≥ " in line for line in lines)
+    return "\n".join(lines + (["", LOWER_BOUND] if bounded else []))
 
 
 def _chosen(best: Path, keys: Sequence[str]) -> str:
@@ -133,7 +178,7 @@ def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
             search = records / f"{exp.name}-search-{arm.model}"
             keys = list(SEARCH_RANGES[(arm.model, arm.ranges)]) if arm.ranges else []
             chosen = _chosen(search / "best.toml", keys) if (search / "best.toml").is_file() else "not run yet"
-            seconds = cpu.get(f"{exp.name}/search-{arm.model}")
+            seconds = _seconds([_job_time(records, f"{exp.name}/search-{arm.model}", cpu)])
             lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | {_trials(search)} | "
-                         f"{'—' if seconds is None else f'{seconds:,.0f}'} | {chosen} |")
-    return "\n".join(lines)
+                         f"{seconds} | {chosen} |")
+    return _noted(lines)

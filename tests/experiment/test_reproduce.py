@@ -91,7 +91,7 @@ def test_a_tiny_protocol_runs_resumes_and_keeps_its_records(tmp_path):
     assert _records(records) == ["commands.tsv", "tiny-best-gru-s0", "tiny-fixed-lstm-s0", "tiny-search-gru"]
     assert {"best.toml", "tiny-search-gru.log"} <= set(_records(records / "tiny-search-gru"))
     best = records / "tiny-best-gru-s0"
-    assert {"config.json", "env.json", "final.json", "metrics.jsonl"} <= set(_records(best))
+    assert {"config.json", "env.json", "final.json", "metrics.jsonl", "tiny-best-gru-s0.log"} <= set(_records(best))
     assert not any(best.rglob("*.pt"))
     config = json.loads((best / "config.json").read_text())
     assert (config["epochs"], config["model"]) == (2, "gru")  # the full settings over the proxy's
@@ -155,7 +155,7 @@ def test_a_run_that_fails_keeps_its_record_so_far(tmp_path):
     runner = Runner(tmp_path, tmp_path / "records", echo=lines.append, program=(sys.executable, "-c", script))
     assert runner.run([job]) == ["x/run-s0"]
     assert lines[-1].startswith("FAILED x/run-s0 (exit 2)") and "its record so far ->" in lines[-1]
-    assert _records(tmp_path / "records" / "x-run-s0") == ["config.json", "metrics.jsonl"]
+    assert _records(tmp_path / "records" / "x-run-s0") == ["config.json", "metrics.jsonl", "x-run-s0.log"]
 
 
 def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):

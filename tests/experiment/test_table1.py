@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from cellgraph.experiment.reproduce import PROTOCOL
-from cellgraph.experiment.table1 import PAPER, cpu_seconds, results_table, searches_table
+from cellgraph.experiment.table1 import LOWER_BOUND, PAPER, cpu_seconds, results_table, searches_table
 from cellgraph.files import read_json
 
 TABLE1 = Path(__file__).resolve().parents[2] / "results" / "table1"
@@ -27,7 +27,7 @@ def test_cpu_seconds_add_up_the_commands_of_a_resumed_job(tmp_path):
     path = tmp_path / "commands.tsv"
     path.write_text(HEADER + "a/x-s0\tcellgraph train ...\t100\t300\t130\n"
                     "a/x-s0\tcellgraph train --resume ...\t50\t60\t0\nb/y-s0\tcellgraph train\t7\t8\t0\n")
-    assert cpu_seconds(path) == {"a/x-s0": 150.0, "b/y-s0": 7.0}
+    assert cpu_seconds(path) == {"a/x-s0": (150.0, 2), "b/y-s0": (7.0, 1)}
     assert cpu_seconds(tmp_path / "missing.tsv") == {}
 
 
@@ -44,6 +44,7 @@ def test_a_row_is_the_mean_and_sample_std_of_its_seeds_beside_the_paper(tmp_path
         values = [f[f"{split}_bpc"] for f in finals]
         assert cell == f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
     assert cells[6:] == ["—", "—", "0, 1, 2", "11"]
+    assert LOWER_BOUND not in results_table(records)
     assert sum("not run yet" in line for line in lines) == len(lines) - 3
     assert PAPER[("sst", "rrnn-gru")] == (0.651, 0.687) and "| 0.651 / 0.687 |" in results_table(records)
 
@@ -70,3 +71,21 @@ def test_a_stopped_run_is_listed_by_seed_not_averaged(tmp_path):
         (records / f"wiki5k-preset-gru-s{s}" / "final.json").unlink()
     (row,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
     assert row.endswith("| not finished | — | — | — | stopped: 0, 1, 2 | — |")
+
+
+def test_cpu_time_is_a_lower_bound_where_a_command_was_killed_unrecorded(tmp_path):
+    """A command killed with its session leaves no commands.tsv row, but its log line: the
+    row's time is then marked as a lower bound, and the note says why."""
+    records = records_with(tmp_path, [f"wiki5k-preset-gru-s{s}" for s in range(3)], "".join(
+        f"wiki5k/preset-gru-s{s}\tcellgraph train\t{cpu}\t1\t0\n" for s, cpu in enumerate((9, 10, 14))))
+
+    def row() -> str:
+        (line,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
+        return line
+
+    log = records / "wiki5k-preset-gru-s1" / "wiki5k-preset-gru-s1.log"
+    log.write_text("$ cellgraph train --preset paper-wiki5k-gru\nepoch 1 ...\n", encoding="utf-8")
+    assert row().endswith("| 11 |")  # one command started, one recorded
+    log.write_text(log.read_text() + "$ cellgraph train --resume runs/x\nepoch 2 ...\n", encoding="utf-8")
+    assert row().endswith("| ≥ 11 |")
+    assert results_table(records).endswith("\n\n" + LOWER_BOUND)
