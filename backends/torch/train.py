@@ -26,7 +26,9 @@ the run folder and computes ``final.json``.
 Faults. The data order of epoch ``e`` is a pure function of ``(seed, e)`` and ``last.pt``
 holds the model, the optimizer, the RNG states, the early-stopping state and the previous
 epoch's tuple choices, so ``train(..., resume=True)`` after a kill continues from the last
-finished epoch and ends with the same final metrics as an uninterrupted run (CPU). A step
+finished epoch and ends with the same final metrics as an uninterrupted run (CPU). It also
+holds the run's CPU seconds so far, so ``final.json``'s ``cpu_seconds`` counts every process of
+the run (rank 0's), less the work a kill threw away after the last checkpoint. A step
 whose loss or gradient norm is not finite is skipped (no update) and counted; after
 ``max_bad_steps`` in a row the run stops (:class:`TrainingStopped`), ``last.pt`` untouched.
 
@@ -320,7 +322,11 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
 
 @dataclass
 class _State:
-    """What :func:`train` carries from epoch to epoch (and in ``last.pt``)."""
+    """What :func:`train` carries from epoch to epoch (and in ``last.pt``).
+
+    ``cpu_before``: the CPU seconds (user + system, all threads) of the run's earlier
+    processes, up to the checkpoint this one resumed from (None where that checkpoint predates
+    the count); ``cpu_start``: :func:`time.process_time` when this process began the run."""
 
     epoch: int = 0
     best: float | None = None
@@ -328,6 +334,12 @@ class _State:
     bad_epochs: int = 0
     bad_steps: int = 0
     choices: Tensor | None = None
+    cpu_before: float | None = 0.0
+    cpu_start: float = field(default_factory=time.process_time)
+
+    def cpu_seconds(self) -> float | None:
+        """The run's CPU seconds so far, over all its processes (None: not known)."""
+        return None if self.cpu_before is None else self.cpu_before + time.process_time() - self.cpu_start
 
     def early(self) -> dict[str, Any]:
         return {"best": self.best, "best_epoch": self.best_epoch, "bad_epochs": self.bad_epochs,
@@ -588,10 +600,10 @@ def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _Stat
     :meth:`_Epoch.saved` state ``epoch`` (None at an epoch's end)."""
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": state.epoch,
             "rng": _rng_state(_device_of(model)), "early": state.early(), "choices": state.choices,
-            "within_epoch": epoch}
+            "within_epoch": epoch, "cpu_seconds": state.cpu_seconds()}
 
 
-def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> _State:
+def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any], cpu_start: float) -> _State:
     """Continue from ``ckpt``, loaded onto the CPU whatever device wrote it: ``load_state_dict``
     moves the model's and the optimizer's state to the parameters' device but leaves Adam's
     step counters where they were loaded; on the CPU, as a new Adam keeps them, not on a GPU,
@@ -602,7 +614,8 @@ def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str,
     _set_rng_state(ckpt["rng"], device)
     early, choices = ckpt["early"], ckpt["choices"]
     return _State(ckpt["epoch"], early["best"], early["best_epoch"], early["bad_epochs"],
-                  early["bad_steps"], None if choices is None else choices.to(device))
+                  early["bad_steps"], None if choices is None else choices.to(device),
+                  ckpt.get("cpu_seconds"), cpu_start)
 
 
 def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
@@ -683,6 +696,7 @@ def _threads(n: int) -> Iterator[None]:
 def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[str] | None, log: Log,
            dist: Distributed, held: ExitStack) -> dict[str, Any]:
     """:func:`train`; ``held`` keeps the run folder's lock until the caller's block ends."""
+    cpu_start = time.process_time()  # the run's CPU time counts from here (final.json cpu_seconds)
     if config.batch_size < dist.world_size:
         raise CellGraphError(f"batch_size={config.batch_size} is smaller than the {dist.world_size} "
                              "processes: every global batch needs a sample for each process")
@@ -710,11 +724,11 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
     loss_fn = _loss(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    state, within = _State(), None
+    state, within = _State(cpu_start=cpu_start), None
     last = run.checkpoints / "last.pt"
     if resume and run.has_checkpoint():
         ckpt = load_latest(last, log, map_location="cpu")
-        state, within = _restore(model, optimizer, ckpt), ckpt.get("within_epoch")
+        state, within = _restore(model, optimizer, ckpt, cpu_start), ckpt.get("within_epoch")
         where = f", step {within['step']} of epoch {state.epoch + 1}" if within else ""
         log(f"resuming {out_dir} after epoch {state.epoch}{where}")
     board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
@@ -801,6 +815,8 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
             f"test {metric} {final[f'test_{metric}_{other}']:.4f}")
         if warning := hard_search_warning(final, len(dataset.vocab)):
             log(warning)
+    if (cpu := state.cpu_seconds()) is not None:  # rank 0's processes, evaluation included
+        final["cpu_seconds"] = cpu
     run.write_final(final)
     return final
 

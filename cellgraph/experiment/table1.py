@@ -6,11 +6,13 @@ model of it, two rows: the best configuration of the model's search (``best``) a
 preset (``preset``), each over the seeds whose run finished; the seeds whose run stopped (e.g.
 on a diverged loss) are listed as such, and their records hold how far they got. A row shows
 the paper's val / test, ours under the hard search (Algorithm 2's argmax; for a GRU, its only
-metric) and the soft mixture of the same checkpoint, and the mean CPU time of a finished run
-(user + system of the ``cellgraph`` commands of each seed's job, from ``commands.tsv``). A
-command killed before it ended (e.g. with the session it ran in) left no row there, though its
-run resumed from its checkpoint: the job's log (``<record>/<record>.log``) shows more commands
-started than ``commands.tsv`` recorded, and the time is then a lower bound, marked ``≥``. A
+metric) and the soft mixture of the same checkpoint, and the mean CPU time of a finished run:
+the run's own count (``final.json`` ``cpu_seconds``, user + system of all its processes,
+carried across resumes) or, for a run made before runs counted it, the user + system time of
+the ``cellgraph`` commands of the seed's job in ``commands.tsv``. A command killed before it
+ended (e.g. with the session it ran in) left no row there, though its run resumed from its
+checkpoint: the job's log (``<record>/<record>.log``) shows more commands started than
+``commands.tsv`` recorded, and the time is then a lower bound, marked ``≥``. A
 second table gives each search: its completed trials, CPU time, and the values it chose for
 the searched keys.
 
@@ -69,15 +71,18 @@ def cpu_seconds(commands: Path) -> dict[str, tuple[float, int]]:
 
 
 def _job_time(records: Path, job: str, cpu: Mapping[str, tuple[float, int]]) -> tuple[float, bool] | None:
-    """``(seconds, complete)`` of ``job`` (``exp/name``; None where it has no row):
+    """``(seconds, complete)`` of ``job`` (``exp/name``): its run's ``final.json``
+    ``cpu_seconds`` where there is one, else its ``commands.tsv`` rows (None without any),
     incomplete where its log, ``<record>/<record>.log``, shows more commands started than
     were recorded."""
+    folder = records / job.replace("/", "-")
+    final = folder / "final.json"
+    if final.is_file() and (seconds := read_json(final).get("cpu_seconds")) is not None:
+        return seconds, True
     if job not in cpu:
         return None
     seconds, recorded = cpu[job]
-    record = job.replace("/", "-")
-    log = records / record / f"{record}.log"
-    return seconds, _started(log) <= recorded
+    return seconds, _started(folder / f"{folder.name}.log") <= recorded
 
 
 def _started(log: Path) -> int:

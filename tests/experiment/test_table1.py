@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 from pathlib import Path
@@ -89,3 +90,17 @@ def test_cpu_time_is_a_lower_bound_where_a_command_was_killed_unrecorded(tmp_pat
     log.write_text(log.read_text() + "$ cellgraph train --resume runs/x\nepoch 2 ...\n", encoding="utf-8")
     assert row().endswith("| ≥ 11 |")
     assert results_table(records).endswith("\n\n" + LOWER_BOUND)
+
+
+def test_a_run_that_counts_its_own_cpu_time_is_read_from_final_json(tmp_path):
+    """final.json's cpu_seconds (every process of the run) wins over commands.tsv, whose rows
+    miss a killed command; runs without it keep the commands.tsv rule."""
+    records = records_with(tmp_path, [f"wiki5k-preset-gru-s{s}" for s in range(3)], "".join(
+        f"wiki5k/preset-gru-s{s}\tcellgraph train\t{cpu}\t1\t0\n" for s, cpu in enumerate((9, 10, 14))))
+    log = records / "wiki5k-preset-gru-s1" / "wiki5k-preset-gru-s1.log"
+    log.write_text("$ cellgraph train --preset p\n$ cellgraph train --resume r\n", encoding="utf-8")
+    final = records / "wiki5k-preset-gru-s1" / "final.json"
+    final.write_text(json.dumps({**read_json(final), "cpu_seconds": 31.0}), encoding="utf-8")
+    (row,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
+    assert row.endswith("| 18 |")  # (9 + 31 + 14) / 3, complete
+    assert LOWER_BOUND not in results_table(records)

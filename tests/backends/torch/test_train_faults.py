@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from cellgraph.backends.torch import train as torch_train
-from cellgraph.backends.torch.checkpoint import load_checkpoint
+from cellgraph.backends.torch.checkpoint import load_checkpoint, save_checkpoint
 from cellgraph.backends.torch.train import TrainingStopped, train
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
@@ -32,7 +32,7 @@ def _strip(records: list[dict]) -> list[dict]:
 
 def _final_metrics(path: Path) -> dict:
     final = json.loads((path / "final.json").read_text())
-    return {k: v for k, v in final.items() if k != "train_seconds"}
+    return {k: v for k, v in final.items() if k not in ("train_seconds", "cpu_seconds")}
 
 
 def _cli(*args: str) -> list[str]:
@@ -123,7 +123,7 @@ def test_a_damaged_last_checkpoint_falls_back_and_resumes_exactly(tmp_path):
     resumed = train(config, tmp_path / "cut", resume=True, log=logs.append)
     assert any("falling back" in line for line in logs)
     assert any("after epoch 1" in line for line in logs)
-    drop = ("train_seconds",)
+    drop = ("train_seconds", "cpu_seconds")
     assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in whole.items() if k not in drop}
     assert _strip(RunLog.load(tmp_path / "cut").metrics) == _strip(RunLog.load(tmp_path / "whole").metrics)
 
@@ -182,3 +182,35 @@ def test_a_run_in_use_by_another_process_is_refused_before_anything_is_written(t
     assert records() == before
     train(config.replace(epochs=2), tmp_path / "run", resume=True, log=lambda s: None)  # free again
     assert RunLog.load(tmp_path / "run").metrics[-1]["epoch"] == 2
+
+
+def _fake_cpu_clock(monkeypatch, start: float) -> list[float]:
+    """``time.process_time`` as a clock that starts at ``start`` and gains 1 s per read (a new
+    process); the values it gave."""
+    given: list[float] = []
+
+    def clock() -> float:
+        given.append(start + len(given))
+        return given[-1]
+
+    monkeypatch.setattr(torch_train.time, "process_time", clock)
+    return given
+
+
+def test_cpu_seconds_count_every_process_of_a_resumed_run(tmp_path, monkeypatch):
+    """final.json's cpu_seconds is the CPU time of the process that wrote the last checkpoint
+    up to it, plus the resuming process's; a checkpoint from before the count makes it unknown."""
+    config = TrainConfig(**{**TINY, "epochs": 1})
+    first = _fake_cpu_clock(monkeypatch, 100.0)
+    train(config, tmp_path / "run", log=lambda s: None)
+    carried = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["cpu_seconds"]
+    assert carried > 0 and first[0] == 100.0
+    second = _fake_cpu_clock(monkeypatch, 5000.0)  # another process: its clock reads differently
+    final = train(config.replace(epochs=2), tmp_path / "run", resume=True, log=lambda s: None)
+    assert final["cpu_seconds"] == carried + second[-1] - second[0]
+    assert json.loads((tmp_path / "run" / "final.json").read_text())["cpu_seconds"] == final["cpu_seconds"]
+
+    last = tmp_path / "run" / "checkpoints" / "last.pt"
+    save_checkpoint(last, {k: v for k, v in load_checkpoint(last).items() if k != "cpu_seconds"})
+    final = train(config.replace(epochs=3), tmp_path / "run", resume=True, log=lambda s: None)
+    assert "cpu_seconds" not in final
