@@ -29,6 +29,7 @@ from typing import Callable
 
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.reproduce import Job
+from cellgraph.experiment.runlog import RunLog
 from cellgraph.experiment.runs import copy_record
 from cellgraph.files import exclusive
 
@@ -38,8 +39,16 @@ COMMANDS_HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
 
 
 def status(job: Job) -> str:
-    """``done``, ``started`` (a run folder without its marker) or ``to do``."""
-    return "done" if job.done() else "started" if job.started() else "to do"
+    """``done``, ``started`` (a folder without its marker; a run says how far it got:
+    ``started: 2 of 3 epochs``) or ``to do``."""
+    if job.done():
+        return "done"
+    if not job.started():
+        return "to do"
+    if job.resume is None:  # a search (its log counts its trials)
+        return "started"
+    run = RunLog.load(job.folder)
+    return f"started: {len(run.metrics)} of {run.config['epochs']} epochs"
 
 
 def collect(job: Job, records: Path, log: Path) -> Path:

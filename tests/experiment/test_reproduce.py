@@ -10,8 +10,10 @@ import pytest
 
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError
+from cellgraph.experiment.config import TrainConfig
 from cellgraph.experiment.jobs import Runner
 from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, TRIALS, Arm, Experiment, experiments, plan
+from cellgraph.experiment.runs import RunDir
 
 
 def _flag_values(argv, flag):
@@ -67,6 +69,14 @@ def test_dry_run_lists_jobs_and_runs_nothing(tmp_path, capsys):
     assert out.count("[to do] planted/fixed-") == 9 and "cellgraph train --set task=planted" in out
     assert not (tmp_path / "r").exists()
     assert main(["reproduce", "--jobs", "0", "--dir", str(tmp_path / "r")]) == 2
+
+
+def test_dry_run_says_how_far_a_started_run_got(tmp_path, capsys):
+    run = tmp_path / "r" / "planted" / "fixed-gru-s1"
+    RunDir.create(run).write_config(TrainConfig(task="planted", epochs=8).to_dict(), None, 1, {})
+    RunDir(run).append_metrics({"epoch": 1, "val_accuracy": 0.5})
+    assert main(["reproduce", "--dry-run", "--only", "planted", "--dir", str(tmp_path / "r")]) == 0
+    assert "[started: 1 of 8 epochs] planted/fixed-gru-s1\n" in capsys.readouterr().out
 
 
 TINY = {"hidden_size": 8, "max_train": 48, "max_eval": 24, "batch_size": 16, "num_threads": 1, "seq_len": 8}
@@ -179,7 +189,6 @@ def test_the_report_writes_its_table_when_plots_cannot_be_drawn(tmp_path, monkey
     """The runs are done when the report runs: a missing matplotlib costs the plots, not the table."""
     from cellgraph.cli.commands.reproduce import _report
     from cellgraph.experiment import plots
-    from cellgraph.experiment.runs import RunDir
 
     run = RunDir.create(tmp_path / "x-fixed-gru-s0")
     run.write_config({"task": "planted", "model": "gru", "seed": 0})
