@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="override a setting in every run and trial (repeatable), e.g. --set device=cuda")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
-    p.add_argument("--dry-run", action="store_true", help="print every job, its state (a started run: its epochs done) and command; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print every job, its state (a started run: its epochs done) and command; run nothing")
     p.add_argument("--table", action="store_true",
                    help="print Table 1 (the paper's numbers beside ours) and the searches from the records "
                    "(--records, e.g. results/table1); run nothing, write nothing")
