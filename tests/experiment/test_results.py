@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cellgraph.cli import main
+from needs_data import needs_data
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "results" / "runs"
@@ -45,6 +46,16 @@ def test_results_md_holds_table1_as_reproduce_prints_it_from_the_records(capsys)
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
     assert len(table) > 20
+    for line in table:
+        assert line in results, f"RESULTS.md lacks the row {line!r}"
+
+
+@needs_data
+def test_results_md_holds_the_count_baselines_as_the_command_prints_them(capsys):
+    assert main(["baseline"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert len(table) == 2 + 8
     for line in table:
         assert line in results, f"RESULTS.md lacks the row {line!r}"
 

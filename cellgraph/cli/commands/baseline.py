@@ -1,0 +1,39 @@
+"""Score the count baselines of data sets: what a predictor without recurrent state gets, as a
+reference for the models. Language models: unigram and bigram tables of the training split
+(add-a smoothing, a chosen on the validation split), in bits per character or perplexity over
+every target; classification and tagging: the training split's most frequent label. Prints a
+Markdown table of val / test; needs no torch."""
+
+from __future__ import annotations
+
+import argparse
+
+#: The data sets of the Table 1 protocol (the paper's four and planted), the default.
+TABLE1_TASKS = ("wiki5k", "wiki", "sst", "ptb", "planted")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from cellgraph.data.datadir import DATA_DIR_HELP
+
+    p = sub.add_parser("baseline", description=__doc__,
+                       help="score count baselines (unigram, bigram, majority class) of data sets",
+                       epilog="example: cellgraph baseline wiki5k sst --data ../shared/data")
+    p.add_argument("tasks", nargs="*", metavar="TASK", default=list(TABLE1_TASKS),
+                   help=f"data sets (default: {' '.join(TABLE1_TASKS)})")
+    p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cellgraph.data.baselines import baselines
+    from cellgraph.data.datasets import load_dataset
+    from cellgraph.experiment.summary import format_value
+
+    print("| task | baseline | metric | val | test | smoothing a |")
+    print("|---|---|---|---|---|---|")
+    for task in args.tasks:
+        for row in baselines(load_dataset(task, args.data)):
+            alpha = "—" if row["alpha"] is None else f"{row['alpha']:g}"
+            print(f"| {task} | {row['baseline']} | {row['metric']} | {format_value((row['val'], None), row['metric'])} "
+                  f"| {format_value((row['test'], None), row['metric'])} | {alpha} |", flush=True)
+    return 0
