@@ -22,32 +22,40 @@ import numpy as np
 from cellgraph.data.datasets import Dataset, Split
 from cellgraph.errors import CellGraphError
 
-__all__ = ["ALPHAS", "ngram_nats", "majority_accuracy", "baselines"]
+__all__ = ["ALPHAS", "ngram_counts", "smoothed_nats", "ngram_nats", "majority_accuracy", "baselines"]
 
 #: The smoothing constants tried on the validation split.
 ALPHAS = (1e-3, 1e-2, 0.1, 1.0)
 
 
-def ngram_nats(train: Split, split: Split, order: int, vocab_size: int, alpha: float) -> float:
-    """Mean nats per target of ``split`` under the add-``alpha`` n-gram of ``train`` (``order``
-    0: unigram, 1: bigram on the step's input token). Counts are kept sparse, so a word
-    vocabulary costs no ``V x V`` table."""
+def ngram_counts(train: Split, split: Split, order: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every target of ``split``: how often ``train`` has it after the same context
+    (``order`` 0: at all; 1: after the step's input token) and how often it has that context.
+    Counts are kept sparse, so a word vocabulary costs no ``V x V`` table."""
     if order not in (0, 1):
         raise CellGraphError(f"n-gram order must be 0 or 1, got {order}")
-    if alpha <= 0:
-        raise CellGraphError(f"the smoothing constant must be > 0, got {alpha}")
     y_train, y = train.targets.ravel(), split.targets.ravel()
     if order == 0:
-        counts = np.bincount(y_train, minlength=vocab_size)
-        p = (counts[y] + alpha) / (len(y_train) + alpha * vocab_size)
-        return float(-np.log(p).mean())
+        return np.bincount(y_train, minlength=vocab_size)[y], np.full(len(y), len(y_train))
     x_train, x = train.inputs.ravel(), split.inputs.ravel()
     pairs, counts = np.unique(x_train * vocab_size + y_train, return_counts=True)
     keys = x * vocab_size + y
     at = np.searchsorted(pairs, keys).clip(max=len(pairs) - 1)
-    joint = np.where(pairs[at] == keys, counts[at], 0)
-    context = np.bincount(x_train, minlength=vocab_size)[x]
+    return np.where(pairs[at] == keys, counts[at], 0), np.bincount(x_train, minlength=vocab_size)[x]
+
+
+def smoothed_nats(joint: np.ndarray, context: np.ndarray, vocab_size: int, alpha: float) -> float:
+    """Mean nats of the add-``alpha`` estimates ``(joint + alpha) / (context + alpha V)``
+    (:func:`ngram_counts`)."""
+    if alpha <= 0:
+        raise CellGraphError(f"the smoothing constant must be > 0, got {alpha}")
     return float(-np.log((joint + alpha) / (context + alpha * vocab_size)).mean())
+
+
+def ngram_nats(train: Split, split: Split, order: int, vocab_size: int, alpha: float) -> float:
+    """Mean nats per target of ``split`` under the add-``alpha`` n-gram of ``train`` (``order``
+    0: unigram, 1: bigram on the step's input token)."""
+    return smoothed_nats(*ngram_counts(train, split, order, vocab_size), vocab_size, alpha)
 
 
 def majority_accuracy(train: Split, split: Split) -> float:
@@ -64,9 +72,10 @@ def baselines(dataset: Dataset) -> list[dict[str, Any]]:
                  **{s: majority_accuracy(dataset.train, getattr(dataset, s)) for s in ("val", "test")}}]
     rows, size = [], len(dataset.vocab)
     for order, name in ((0, "unigram"), (1, "bigram")):
-        val = {a: ngram_nats(dataset.train, dataset.val, order, size, a) for a in ALPHAS}
-        alpha = min(val, key=val.__getitem__)
+        val, test = (ngram_counts(dataset.train, split, order, size) for split in (dataset.val, dataset.test))
+        nats = {a: smoothed_nats(*val, size, a) for a in ALPHAS}
+        alpha = min(nats, key=nats.__getitem__)
         rows.append({"baseline": name, "metric": dataset.metric, "alpha": alpha,
-                     "val": dataset.metric_from_nats(val[alpha]),
-                     "test": dataset.metric_from_nats(ngram_nats(dataset.train, dataset.test, order, size, alpha))})
+                     "val": dataset.metric_from_nats(nats[alpha]),
+                     "test": dataset.metric_from_nats(smoothed_nats(*test, size, alpha))})
     return rows

@@ -70,12 +70,11 @@ def cpu_seconds(commands: Path) -> dict[str, tuple[float, int]]:
     return totals
 
 
-def _job_time(records: Path, job: str, cpu: Mapping[str, tuple[float, int]]) -> tuple[float, bool] | None:
-    """``(seconds, complete)`` of ``job`` (``exp/name``): its run's ``final.json``
-    ``cpu_seconds`` where there is one, else its ``commands.tsv`` rows (None without any),
-    incomplete where its log, ``<record>/<record>.log``, shows more commands started than
-    were recorded."""
-    folder = records / job.replace("/", "-")
+def _job_time(folder: Path, job: str, cpu: Mapping[str, tuple[float, int]]) -> tuple[float, bool] | None:
+    """``(seconds, complete)`` of ``job`` (``exp/name``) whose record is ``folder``: its run's
+    ``final.json`` ``cpu_seconds`` where there is one, else its ``commands.tsv`` rows (None
+    without any), incomplete where its log, ``<record>/<record>.log``, shows more commands
+    started than were recorded."""
     final = folder / "final.json"
     if final.is_file() and (seconds := read_json(final).get("cpu_seconds")) is not None:
         return seconds, True
@@ -124,8 +123,7 @@ def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str
     (row,) = summarize([str(p) for p in runs], by="name")
     m = row["metric"]
     hard = [row["val_hard"] or row["val"], row["test_hard"] or row["test"]]
-    jobs = [f"{exp.name}/{p.name.removeprefix(exp.name + '-')}" for p in runs]
-    per_run = _seconds([_job_time(records, job, cpu) for job in jobs])
+    per_run = _seconds([_job_time(p, f"{exp.name}/{p.name.removeprefix(exp.name + '-')}", cpu) for p in runs])
     return head + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
         ", ".join(map(str, row["seeds"])) + stopped, per_run]
 
@@ -183,7 +181,7 @@ def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
             search = records / f"{exp.name}-search-{arm.model}"
             keys = list(SEARCH_RANGES[(arm.model, arm.ranges)]) if arm.ranges else []
             chosen = _chosen(search / "best.toml", keys) if (search / "best.toml").is_file() else "not run yet"
-            seconds = _seconds([_job_time(records, f"{exp.name}/search-{arm.model}", cpu)])
+            seconds = _seconds([_job_time(search, f"{exp.name}/search-{arm.model}", cpu)])
             lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | {_trials(search)} | "
                          f"{seconds} | {chosen} |")
     return _noted(lines)

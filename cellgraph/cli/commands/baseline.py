@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import argparse
 
-#: The data sets of the Table 1 protocol (the paper's four and planted), the default.
-TABLE1_TASKS = ("wiki5k", "wiki", "sst", "ptb", "planted")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from cellgraph.data.datadir import DATA_DIR_HELP
+    from cellgraph.experiment.reproduce import PROTOCOL
 
+    tasks = list(dict.fromkeys(exp.task for exp in PROTOCOL))  # the Table 1 protocol's data sets
     p = sub.add_parser("baseline", description=__doc__,
                        help="score count baselines (unigram, bigram, majority class) of data sets",
                        epilog="example: cellgraph baseline wiki5k sst --data ../shared/data")
-    p.add_argument("tasks", nargs="*", metavar="TASK", default=list(TABLE1_TASKS),
-                   help=f"data sets (default: {' '.join(TABLE1_TASKS)})")
+    p.add_argument("tasks", nargs="*", metavar="TASK", default=tasks,
+                   help=f"data sets (default: {' '.join(tasks)})")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
     p.set_defaults(func=run)
 
