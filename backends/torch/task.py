@@ -119,6 +119,16 @@ class TaskModel(nn.Module):
         self._require_structure("layout_tuples")
         return self.core.cell.layout_tuples()
 
+    def penalized_parameters(self, embedding: bool = False) -> list[nn.Parameter]:
+        r"""The parameters of Eq. 5's L2 term ``\lambda_{l2} \sum_\phi \|\phi\|^2``: core and
+        output layer, and the input embedding only with ``embedding``. The paper's :math:`\Phi`
+        (Sec. 3.2) holds the cell's parameters; its embeddings are fixed pre-trained vectors, so
+        no penalty reaches them. Here they are learned from ``N(0, 1)``, and ``V p`` such entries
+        would outweigh the rest (docs/paper-notes.md, *What the L2 term covers*)."""
+        if embedding:
+            return list(self.parameters())
+        return [p for name, p in self.named_parameters() if not name.startswith("embedding.")]
+
     def tuple_parameters(self) -> list[nn.Parameter]:
         self._require_structure("tuple_parameters")
         return self.core.cell.tuple_parameters()

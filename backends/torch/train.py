@@ -408,9 +408,11 @@ class _Objective(nn.Module):
     depends on them. Call: ``(tokens, targets, factor) -> _Step``. With ``amp`` (``bf16``) the
     model runs under autocast and the loss is computed in float32 from its outputs."""
 
-    def __init__(self, model: TaskModel, loss_fn: RRNNLoss, targets, amp: str = "none") -> None:
+    def __init__(self, model: TaskModel, loss_fn: RRNNLoss, targets, amp: str = "none",
+                 l2_embedding: bool = False) -> None:
         super().__init__()
         self.model, self.loss_fn, self.targets, self.amp = model, loss_fn, targets, amp
+        self.l2_embedding = l2_embedding
 
     def forward(self, tokens: Tensor, gold: Tensor, factor: float) -> _Step:
         model, targets = self.model, self.targets
@@ -422,7 +424,7 @@ class _Objective(nn.Module):
         ce, count, right = task_loss(logits, gold)
         vectors = targets(model, tokens, traces) if targets is not None else None
         terms = self.loss_fn(ce, traces or (), vectors, targets.trees if targets is not None else (),
-                             list(model.parameters()))
+                             model.penalized_parameters(self.l2_embedding))
         choices = model.choices(traces) if model.model_name == "rrnn-gru" else None
         return _Step(terms.total * factor, terms, ce.detach().sum().double() / count, count, right, choices)
 
@@ -486,8 +488,9 @@ class _EpochLoop:
         phase = _phase(config, epoch)
         _set_phase(model, phase)
         model.train()
-        # after _set_phase: DDP syncs what trains; an L2 term reaches every parameter in each step
-        objective = dist.wrap(_Objective(model, self.loss_fn, self.targets, config.amp),
+        # after _set_phase: DDP syncs what trains; every step reads every parameter (the embedding
+        # through the inputs, the rest through the L2 term too)
+        objective = dist.wrap(_Objective(model, self.loss_fn, self.targets, config.amp, config.l2_embedding),
                               find_unused=not self.loss_fn.weights["l2"])
         parts, factors = zip(*_shares(epoch_order(config.seed, epoch, len(self.dataset.train)),
                                       config.batch_size, dist))

@@ -152,7 +152,10 @@ class TrainConfig:
                             "discovered cells and the target tree", at_least(0))
     lambda_margin: float = _key(1e-3, "rrnn, rrnn-gru: weight of the margin term, which rewards a "
                                 "best candidate scoring `margin` above the second", at_least(0))
-    lambda_l2: float = _key(1e-5, "weight of the L2 penalty on all parameters", at_least(0))
+    lambda_l2: float = _key(1e-5, "weight of the L2 penalty on the core's and output layer's "
+                            "parameters", at_least(0))
+    l2_embedding: bool = _key(False, "the L2 penalty also reaches the input embedding (the paper's "
+                              "embeddings are fixed vectors outside it)")
     margin: float = _key(1.0, "M of the margin term: score gaps beyond M earn nothing more", POSITIVE)
     iso: bool = _key(True, "TD is the minimum over the target tree's isomorphs (false: the tree as "
                      "drawn)")

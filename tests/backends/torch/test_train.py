@@ -325,3 +325,19 @@ def test_num_threads_holds_for_its_run_only(tmp_path):
         assert torch.get_num_threads() == 2  # after it
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("l2_embedding", [False, True])
+def test_the_l2_term_reaches_the_embedding_only_when_asked(l2_embedding):
+    from cellgraph.backends.torch.train import _loss, _Objective
+
+    config = tiny(model="gru", lambda_l2=0.5, l2_embedding=l2_embedding)
+    data = load_data(config)
+    model = build_model(config, data)
+    split = data.train
+    step = _Objective(model, _loss(config), None, l2_embedding=l2_embedding)(
+        torch.as_tensor(split.inputs[:4]), torch.as_tensor(split.targets[:4]), 1.0)
+    squares = {name: float((p.detach().double() ** 2).sum()) for name, p in model.named_parameters()}
+    want = sum(v for name, v in squares.items() if l2_embedding or not name.startswith("embedding."))
+    assert squares["embedding.weight"] > 1.0  # the N(0, 1) table: leaving it out changes the term
+    assert step.terms.l2.item() == pytest.approx(0.5 * want, rel=1e-5)
