@@ -41,6 +41,7 @@ from typing import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from cellgraph.algorithms.distance import check_match
 from cellgraph.algorithms.isomorphism import DEFAULT_MAX_SIZE, iso_swaps
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.expr import Expr, Node
@@ -141,8 +142,12 @@ def _predicted(pred: Predicted) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return vectors, left, right, mult
 
 
-def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bool = True) -> Tensor:
-    """``TD(T_pred, T_tgt)`` of every sample, minimised over ``Iso(T_tgt)`` when ``iso``.
+def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bool = True,
+            match: str = "any") -> Tensor:
+    """``TD(T_pred, T_tgt)`` of every sample, minimised over ``Iso(T_tgt)`` when ``iso``;
+    ``match`` says which target positions a predicted subtree may match
+    (:data:`cellgraph.algorithms.distance.MATCHES`: ``any``, the paper's; ``internal``;
+    ``root``, VD of the whole trees).
 
     Args:
         pred: a :class:`SearchTrace`, or ``(vectors (B, n_leaves + N, p), left (B, N),
@@ -156,6 +161,7 @@ def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bo
     Returns:
         ``(B,)`` tree distances, differentiable w.r.t. both sets of vectors.
     """
+    check_match(match)
     vectors, left, right, mult = _predicted(pred)
     B, N = left.shape
     n_leaves = vectors.shape[1] - N
@@ -187,7 +193,10 @@ def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bo
         vd = ((diff * diff).sum(-1)[:, None]
               + table[batch, li].gather(2, first) + table[batch, ri].gather(2, second))
         rows.append(torch.cat([vd, masses[-1][:, None, None].expand(B, K, 1)], 2))
-        total = total + weights[:, k, None] * rows[-1].min(2).values
+        if match != "root":
+            total = total + weights[:, k, None] * rows[-1][..., :m if match == "internal" else m + 1].min(2).values
+    if match == "root":  # the predicted root (the last node) against the target root (position 0)
+        total = rows[-1][:, :, 0]
     return total.min(1).values
 
 
@@ -243,6 +252,7 @@ class RRNNLoss(nn.Module):
         lambda_task, lambda_td, lambda_margin, lambda_l2: the weights of the four terms.
         margin: ``M`` of the margin function.
         iso: minimise TD over ``Iso(T_tgt)`` (else the target tree as given).
+        td_match: the target positions a predicted subtree may match in TD (:func:`td_loss`).
 
     Call: ``loss(task, traces, target_vectors, targets, parameters)``
 
@@ -257,12 +267,14 @@ class RRNNLoss(nn.Module):
     """
 
     def __init__(self, lambda_task: float = 1.0, lambda_td: float = 1e-3, lambda_margin: float = 1e-3,
-                 lambda_l2: float = 1e-5, margin: float = 1.0, iso: bool = True) -> None:
+                 lambda_l2: float = 1e-5, margin: float = 1.0, iso: bool = True,
+                 td_match: str = "any") -> None:
         super().__init__()
         if margin <= 0:
             raise CellGraphError(f"RRNNLoss: the margin M must be positive, got {margin}")
+        check_match(td_match)
         self.weights = {"task": lambda_task, "td": lambda_td, "margin": lambda_margin, "l2": lambda_l2}
-        self.margin, self.iso = margin, iso
+        self.margin, self.iso, self.td_match = margin, iso, td_match
 
     def forward(self, task: Tensor | None = None,
                 traces: Sequence[Sequence[SearchTrace]] = (),
@@ -300,7 +312,8 @@ class RRNNLoss(nn.Module):
                     f"RRNNLoss: step {t} has {len(step)} runs, {len(tv)} target vector sets and "
                     f"{len(targets)} target trees; one of each per run is needed"
                 )
-            values += [td_loss(trace, v, tree, self.iso) for trace, v, tree in zip(step, tv, targets)]
+            values += [td_loss(trace, v, tree, self.iso, self.td_match)
+                       for trace, v, tree in zip(step, tv, targets)]
         return self._summed(values, "TD")
 
     @staticmethod

@@ -66,7 +66,7 @@ from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.data.datadir import data_sha256, run_data_dir
 from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import TrainConfig, load_run_config
+from cellgraph.experiment.config import TrainConfig, load_run_config, resolved_td_match
 from cellgraph.experiment.runlog import METRICS, is_identity_chain, structure_summary
 from cellgraph.experiment.runs import RunDir
 from cellgraph.export.jsonio import dump_cell
@@ -167,7 +167,8 @@ def _targets(config: TrainConfig, dataset: Dataset,
 def _loss(config: TrainConfig) -> RRNNLoss:
     structured = config.model in ("rrnn", "rrnn-gru")
     return RRNNLoss(config.lambda_task, config.lambda_td if structured else 0.0,
-                    config.lambda_margin if structured else 0.0, config.lambda_l2, config.margin, config.iso)
+                    config.lambda_margin if structured else 0.0, config.lambda_l2, config.margin, config.iso,
+                    resolved_td_match(config))
 
 
 def _chunks(order: np.ndarray, size: int) -> Iterator[np.ndarray]:

@@ -14,6 +14,18 @@ vector ``v_{i,T}`` sits on label ``i``. For trees whose internal positions carry
 internal position, so a leaf of ``Tpd`` adds nothing. The Eq. 5 loss uses
 ``td_iso = min over Iso(Ttgt) of TD`` (:mod:`cellgraph.algorithms.isomorphism`).
 
+Matching a subtree to a target *leaf* costs its own mass, so a predicted tree whose vectors
+are all zero is at TD 0 from every target: from a start far from the target, TD is lowered
+by shrinking the predicted vectors as well as by moving them towards the target
+(docs/paper-notes.md, *TD's zero minimum*). ``match`` selects the ``n2`` a subtree may match:
+
+- ``"any"``: every position, leaves included (the paper's definition);
+- ``"internal"``: internal positions only, so each predicted subtree is compared with a
+  target subtree that carries vectors (zero vectors then cost the target's mass);
+- ``"root"``: only ``n1 = root(Tpd)`` against ``n2 = root(Ttgt)``, i.e. ``VD(Tpd, Ttgt)`` of
+  the whole trees: the squared distance of the node vectors, position by position, that the
+  authors' RRNN-GRU code uses for its fixed GRU-shaped tree.
+
 Algorithms. Label ``i`` of a subtree's child is ``2i`` or ``2i + 1`` of that child's own
 labelling, so VD is the recursion
 
@@ -44,7 +56,10 @@ from cellgraph.cell.expr import Expr, Node
 from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
 
-__all__ = ["vd", "td", "td_iso", "td_dag", "multiplicities"]
+__all__ = ["vd", "td", "td_iso", "td_dag", "multiplicities", "MATCHES", "check_match"]
+
+#: the target positions a predicted subtree may match in TD (module docstring)
+MATCHES = ("any", "internal", "root")
 
 Vectors = Mapping[Expr, np.ndarray] | Callable[[Expr], np.ndarray]
 
@@ -118,17 +133,26 @@ def _masses(vectors: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.nd
     return mass
 
 
+def check_match(match: str) -> None:
+    """Raise a clear error for an unknown TD ``match`` (:data:`MATCHES`)."""
+    if match not in MATCHES:
+        raise CellGraphError(f"unknown TD match {match!r}: one of {', '.join(MATCHES)}")
+
+
 def _td_batch(
     pred: tuple[np.ndarray, np.ndarray, np.ndarray],
     weights: np.ndarray,
     tgt: tuple[np.ndarray, np.ndarray, np.ndarray],
+    match: str = "any",
 ) -> np.ndarray:
     """TD of one prediction against ``K`` target orientations, shape ``(K,)``.
 
     ``pred``: vectors ``(n, p)``, first/second child ``(n,)`` in ``[0, n]`` (``n`` = leaf),
-    rows children first; ``weights (n,)``: positions per row. ``tgt``: vectors ``(m, p)``,
-    first/second child ``(K, m)`` in ``[0, m]`` (``m`` = leaf) for each orientation.
+    rows children first (the root last); ``weights (n,)``: positions per row. ``tgt``: vectors
+    ``(m, p)``, first/second child ``(K, m)`` in ``[0, m]`` (``m`` = leaf) for each orientation,
+    children first (the root last). ``match``: :data:`MATCHES`.
     """
+    check_match(match)
     pv, pf, ps = pred
     tv, tf, ts = tgt
     n, (k, m) = len(pf), tf.shape
@@ -138,7 +162,7 @@ def _td_batch(
         )
     p_mass = _masses(pv, pf, ps)
     if m == 0:  # the target is a leaf: VD(a, leaf) = mass(a)
-        return np.full(k, weights @ p_mass[:n])
+        return np.full(k, p_mass[n - 1] if match == "root" and n else weights @ p_mass[:n])
     # the target masses do not depend on the orientation: use the first one's children
     t_mass = _masses(tv, tf[0], ts[0])
     # rows[a, j, q] = VD(pred row a, target position q of orientation j); q = m is a leaf,
@@ -154,7 +178,10 @@ def _td_batch(
             + np.take_along_axis(rows[ps[a]], ts, axis=1)
         )
         rows[a, :, m] = p_mass[a]
-        total += weights[a] * rows[a].min(axis=1)
+        if match != "root":
+            total += weights[a] * rows[a, :, : m if match == "internal" else m + 1].min(axis=1)
+    if match == "root":
+        return rows[n - 1, :, m - 1] if n else np.full(k, t_mass[m - 1])
     return total
 
 
@@ -171,17 +198,18 @@ def _pred_tree(t_pred: Tree) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     return (vectors, first, second), np.ones(len(first))
 
 
-def td(t_pred: Tree, t_tgt: Tree) -> float:
-    """``TD(Tpd, Ttgt)`` for one fixed orientation of the target."""
+def td(t_pred: Tree, t_tgt: Tree, match: str = "any") -> float:
+    """``TD(Tpd, Ttgt)`` for one fixed orientation of the target (``match``: :data:`MATCHES`)."""
     pred, weights = _pred_tree(t_pred)
-    return float(_td_batch(pred, weights, _targets(t_tgt, [frozenset()]))[0])
+    return float(_td_batch(pred, weights, _targets(t_tgt, [frozenset()]), match)[0])
 
 
-def td_iso(t_pred: Tree, t_tgt: Tree, max_size: int = DEFAULT_MAX_SIZE) -> float:
+def td_iso(t_pred: Tree, t_tgt: Tree, max_size: int = DEFAULT_MAX_SIZE, match: str = "any") -> float:
     """``min over Iso(Ttgt) of TD(Tpd, T)``, the tree term of Eq. 5 (``max_size`` bounds
-    ``|Iso(Ttgt)|``, see :func:`~cellgraph.algorithms.isomorphism.iso_swaps`)."""
+    ``|Iso(Ttgt)|``, see :func:`~cellgraph.algorithms.isomorphism.iso_swaps`; ``match``:
+    :data:`MATCHES`)."""
     pred, weights = _pred_tree(t_pred)
-    return float(_td_batch(pred, weights, _targets(t_tgt, iso_swaps(t_tgt, max_size))).min())
+    return float(_td_batch(pred, weights, _targets(t_tgt, iso_swaps(t_tgt, max_size)), match).min())
 
 
 def multiplicities(root: Expr) -> dict[Expr, int]:
@@ -193,10 +221,11 @@ def multiplicities(root: Expr) -> dict[Expr, int]:
     return mult
 
 
-def td_dag(pred_root: Expr, pred_vectors: Vectors, t_tgt: Tree) -> float:
+def td_dag(pred_root: Expr, pred_vectors: Vectors, t_tgt: Tree, match: str = "any") -> float:
     """``TD(unfold(pred_root).with_vectors(pred_vectors), t_tgt)`` computed on the DAG: one
     VD row per distinct generated node, weighted by its :func:`multiplicities` (module
-    docstring). ``pred_vectors`` maps DAG nodes to vectors (mapping or function)."""
+    docstring). ``pred_vectors`` maps DAG nodes to vectors (mapping or function); ``match``:
+    :data:`MATCHES` (``"root"`` needs no multiplicities: it reads the root's row only)."""
     get = pred_vectors if callable(pred_vectors) else pred_vectors.__getitem__
     nodes: tuple[Node, ...] = pred_root.internal_nodes()
     index = {node: i for i, node in enumerate(nodes)}
@@ -212,4 +241,4 @@ def td_dag(pred_root: Expr, pred_vectors: Vectors, t_tgt: Tree) -> float:
     mult = multiplicities(pred_root)
     weights = np.array([mult[node] for node in nodes], dtype=np.float64)
     pred = (_stack(vectors, "td_dag: predicted cell"), first, second)
-    return float(_td_batch(pred, weights, _targets(t_tgt, [frozenset()]))[0])
+    return float(_td_batch(pred, weights, _targets(t_tgt, [frozenset()]), match)[0])

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, MODES, TAU_UNITS
+from cellgraph.algorithms.distance import MATCHES
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
 
@@ -29,7 +30,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = [
     "TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config",
-    "parse_set", "key_table", "compact", "preset_conflicts", "valid_device",
+    "parse_set", "key_table", "compact", "preset_conflicts", "valid_device", "AUTO_TD_MATCH", "resolved_td_match",
 ]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
@@ -62,6 +63,17 @@ class Rule:
 
 def at_least(low: int | float) -> Rule:
     return Rule(f"must be >= {low}", lambda value: value >= low)
+
+
+#: ``td_match = "auto"``: the TD form the authors' code computes for each model
+#: (docs/paper-notes.md, *TD's zero minimum*)
+AUTO_TD_MATCH = {"rrnn-gru": "root", "rrnn": "internal"}
+
+
+def resolved_td_match(config: "TrainConfig") -> str:
+    """The TD form of ``config``: its ``td_match``, with ``auto`` resolved by the model
+    (:data:`AUTO_TD_MATCH`; ``any`` for models without a TD term)."""
+    return AUTO_TD_MATCH.get(config.model, "any") if config.td_match == "auto" else config.td_match
 
 
 def one_of(choices: tuple[str, ...]) -> Rule:
@@ -159,6 +171,9 @@ class TrainConfig:
     margin: float = _key(1.0, "M of the margin term: score gaps beyond M earn nothing more", POSITIVE)
     iso: bool = _key(True, "TD is the minimum over the target tree's isomorphs (false: the tree as "
                      "drawn)")
+    td_match: str = _key("auto", "TD's matches: any (the paper's; zero vectors are at TD 0), internal "
+                         "(authors' RRNN), root (whole-tree VD: authors' RRNN-GRU); auto: the authors' "
+                         "for the model", one_of(("auto",) + MATCHES))
     target: str = _key("gru", "the target cell of TD and of the structure logs (gru, gru_torch, "
                        "lstm, lstm_torch); rrnn searches one cell per state of it")
     teacher: str = _key("", "run folder of a finished gru run on the same task: its GRU gives the TD "

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, strategies as st
 from strategies import DETERMINISTIC, isomorphs, trees
 
-from cellgraph.algorithms.distance import multiplicities, td, td_dag, td_iso, vd
+from cellgraph.algorithms.distance import MATCHES, multiplicities, td, td_dag, td_iso, vd
 from cellgraph.algorithms.isomorphism import apply_swaps, iso_class
 from cellgraph.cell.expr import Node, h, x
 from cellgraph.cell.tree import Tree, unfold
@@ -47,9 +47,16 @@ def all_subtrees(tree: Tree) -> list[Tree]:
     return [tree] + [s for c in tree.children for s in all_subtrees(c)]
 
 
-def td_ref(t_pred: Tree, t_tgt: Tree) -> float:
+def td_ref(t_pred: Tree, t_tgt: Tree, match: str = "any") -> float:
+    """``any``: the paper's TD; ``internal``: a predicted subtree with an internal root matches
+    only target subtrees with an internal root (unless the target is a leaf; a predicted leaf
+    still matches a target leaf and adds nothing); ``root``: VD of the whole trees."""
+    if match == "root":
+        return vd_ref(t_pred, t_tgt)
     targets = all_subtrees(t_tgt)
-    return sum(min(vd_ref(s1, s2) for s2 in targets) for s1 in all_subtrees(t_pred))
+    if match == "internal" and not t_tgt.is_leaf:
+        targets = [t for t in targets if not t.is_leaf]
+    return sum(min(vd_ref(s1, s2) for s2 in targets) for s1 in all_subtrees(t_pred) if not s1.is_leaf)
 
 
 def iso_ref(tree: Tree) -> list[Tree]:
@@ -82,6 +89,40 @@ def test_td_equals_the_definition(t_pred, t_tgt):
     d = td(t_pred, t_tgt)
     assert type(d) is float and close(d, td_ref(t_pred, t_tgt)) and d >= 0
     assert td(t_pred, t_pred) == 0.0
+
+
+@DETERMINISTIC
+@given(trees(vectors="position"), trees(vectors="position"), st.sampled_from(MATCHES))
+def test_td_of_every_match_equals_its_definition(t_pred, t_tgt, match):
+    d = td(t_pred, t_tgt, match=match)
+    assert close(d, td_ref(t_pred, t_tgt, match)) and d >= 0
+    assert td(t_pred, t_pred, match=match) == 0.0
+    assert td(t_pred, t_tgt, match="internal") >= td(t_pred, t_tgt)  # fewer subtrees to match
+
+
+@DETERMINISTIC
+@given(trees(vectors="node", max_nodes=3), trees(vectors="node", max_nodes=3), st.sampled_from(MATCHES))
+def test_td_iso_of_every_match_equals_min_over_brute_force_isomorphs(t_pred, t_tgt, match):
+    """Node vectors, as in a cell: ``Iso`` skips swaps of equal subtrees, which are no-ops then."""
+    assert close(td_iso(t_pred, t_tgt, match=match), min(td_ref(t_pred, t, match) for t in iso_ref(t_tgt)))
+
+
+@DETERMINISTIC
+@given(trees(vectors="node", min_nodes=1, max_nodes=6), trees(vectors="node"), st.sampled_from(MATCHES))
+def test_td_dag_of_every_match_equals_td_of_the_unfolded_tree(t_pred, t_tgt, match):
+    vectors = {s.expr: s.vector for s in t_pred.subtrees()}
+    assert close(td_dag(t_pred.expr, vectors, t_tgt, match), td(t_pred, t_tgt, match))
+
+
+def test_zero_vectors_are_at_td_zero_from_any_target_only_when_leaves_match():
+    """TD's degenerate minimum (docs/paper-notes.md, *TD's zero minimum*): every predicted
+    subtree may match a target leaf at the cost of its own mass, which is 0 for zero vectors."""
+    tgt = target("gru").graph.unfold().with_vectors(lambda e: np.ones(3))
+    zeros = target("gru").graph.unfold().with_vectors(lambda e: np.zeros(3))
+    assert td(zeros, tgt) == 0.0 and td_iso(zeros, tgt) == 0.0
+    assert td(zeros, tgt, match="internal") > 0 and td(zeros, tgt, match="root") == vd(zeros, tgt) > 0
+    with pytest.raises(CellGraphError, match="unknown TD match 'leaf'"):
+        td(zeros, tgt, match="leaf")
 
 
 @DETERMINISTIC

@@ -22,6 +22,8 @@ TABLES = [
     (["--by", "name", "--terms"], ["slice-gru-s?", "slice-flex-s?", "slice-gates-s?", "slice-noaux-s?"]),
     (["--by", "name"], ["slice-noauxanneal-s?", "slice-noauxanneal01-s?", "slice-flexid-s?"]),
     (["--by", "name", "--terms"], ["slice-tdonly-s?", "slice-marginonly-s?"]),
+    (["--by", "name", "--terms"], ["slice-tdinternal-s?", "slice-tdroot-s?"]),
+    (["--by", "name", "--terms"], ["slice-flexroot-s?"]),
     (["--by", "name"], ["planted-rrnn-s?"]),
     (["--by", "name"], ["w5k01-rrnn-s?"]),
     (["--by", "name"], ["planted-m01-rrnn-s?"]),

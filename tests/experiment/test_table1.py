@@ -16,10 +16,15 @@ HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
 
 
 def records_with(tmp_path: Path, names: list[str], commands: str) -> Path:
+    """Copies of committed records with ``commands``; their own ``final.json`` CPU count is
+    dropped, so that the CPU time comes from ``commands`` unless a test writes one."""
     records = tmp_path / "records"
     records.mkdir()
     for name in names:
         shutil.copytree(TABLE1 / name, records / name)
+        final = records / name / "final.json"
+        final.write_text(json.dumps({k: v for k, v in read_json(final).items() if k != "cpu_seconds"}),
+                         encoding="utf-8")
     (records / "commands.tsv").write_text(HEADER + commands, encoding="utf-8")
     return records
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cellgraph.algorithms.distance import multiplicities, td, td_dag, td_iso
+from cellgraph.algorithms.distance import MATCHES, multiplicities, td, td_dag, td_iso
 from cellgraph.algorithms.isomorphism import iso_class_size, iso_swaps
 from cellgraph.backends.torch import loss as torch_loss
 from cellgraph.backends.torch.loss import RRNNLoss, TargetTree, l2_loss, margin_loss, td_loss
@@ -83,19 +83,20 @@ def _target_trees(draw):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), B=st.integers(1, 3), p=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_td_loss_equals_core_td_and_td_iso(data, B, p, seed):
+@given(data=st.data(), B=st.integers(1, 3), p=st.integers(1, 3), seed=st.integers(0, 2**16),
+       match=st.sampled_from(MATCHES))
+def test_td_loss_equals_core_td_and_td_iso(data, B, p, seed, match):
     structure = data.draw(_structures(B, len(SPACE_LEAVES), 6))
     tgt = data.draw(_target_trees())
     vec = _Vectors(seed, p)
     tr = _trace(structure, vec)
     tv = torch.stack([torch.from_numpy(np.stack([vec(e, b) for e in tgt.exprs])) for b in range(B)])
-    with_iso, without = td_loss(tr, tv, tgt), td_loss(tr, tv, tgt, iso=False)
+    with_iso, without = td_loss(tr, tv, tgt, match=match), td_loss(tr, tv, tgt, iso=False, match=match)
     for b in range(B):
         pred = tr.graph(b).unfold().with_vectors(lambda e: vec(e, b))
         ref = tgt.tree.with_vectors(lambda e: vec(e, b))
-        np.testing.assert_allclose(with_iso[b].item(), td_iso(pred, ref), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(without[b].item(), td(pred, ref), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(with_iso[b].item(), td_iso(pred, ref, match=match), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(without[b].item(), td(pred, ref, match=match), rtol=1e-10, atol=1e-12)
         assert with_iso[b] <= without[b] + 1e-12
 
 
@@ -179,7 +180,8 @@ def test_td_loss_rejects_mismatched_target_vectors():
         td_loss(tr, torch.zeros(1, 3, 2, dtype=torch.float64), GRU_TREE)
 
 
-def test_td_loss_gradcheck():
+@pytest.mark.parametrize("match", MATCHES)
+def test_td_loss_gradcheck(match):
     vec = _Vectors(3, 2)
     tr = _trace([[(0, 1, 0, 0, 1), (1, 3, 1, 1, 0), (3, 4, 2, 0, 3)],
                  [(1, 2, 0, 0, 0), (0, 3, 1, 0, 1), (3, 4, 1, 1, 3)]], vec)
@@ -187,7 +189,7 @@ def test_td_loss_gradcheck():
     mult = tr.reachable()
 
     def f(vectors, target_vectors):
-        return td_loss((vectors, tr.left, tr.right, mult), target_vectors, GRU_TREE)
+        return td_loss((vectors, tr.left, tr.right, mult), target_vectors, GRU_TREE, match=match)
 
     assert torch.autograd.gradcheck(f, (tr.vectors.clone().requires_grad_(), tv.clone().requires_grad_()))
 

@@ -341,3 +341,11 @@ def test_the_l2_term_reaches_the_embedding_only_when_asked(l2_embedding):
     want = sum(v for name, v in squares.items() if l2_embedding or not name.startswith("embedding."))
     assert squares["embedding.weight"] > 1.0  # the N(0, 1) table: leaving it out changes the term
     assert step.terms.l2.item() == pytest.approx(0.5 * want, rel=1e-5)
+
+
+@pytest.mark.parametrize("model, setting, form", [("rrnn-gru", "auto", "root"), ("rrnn", "auto", "internal"),
+                                                   ("rrnn-gru", "any", "any"), ("rrnn", "root", "root")])
+def test_td_match_auto_is_the_authors_form_for_each_model(model, setting, form):
+    from cellgraph.backends.torch.train import _loss
+
+    assert _loss(tiny(model=model, td_match=setting)).td_match == form
