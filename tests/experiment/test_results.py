@@ -24,6 +24,7 @@ TABLES = [
     (["--by", "name", "--terms"], ["slice-tdonly-s?", "slice-marginonly-s?"]),
     (["--by", "name", "--terms"], ["slice-tdinternal-s?", "slice-tdroot-s?"]),
     (["--by", "name", "--terms"], ["slice-flexroot-s?"]),
+    (["--by", "name", "--recovery"], ["planted-td-internal-s?", "planted-td-root-s?"]),
     (["--by", "name"], ["planted-rrnn-s?"]),
     (["--by", "name"], ["w5k01-rrnn-s?"]),
     (["--by", "name"], ["planted-m01-rrnn-s?"]),
@@ -35,7 +36,7 @@ TABLES = [
 
 #: (records folder, experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
 TABLE1_ROWS = [(TABLE1_SUPERSEDED, "planted", ["--by", "name", "--recovery"]),
-               (TABLE1_SUPERSEDED, "wiki", ["--by", "name"])]
+               (TABLE1_SUPERSEDED, "wiki", ["--by", "name"]), (TABLE1, "wiki", ["--by", "name"])]
 
 
 def _check_reprinted(args, folders, rows, capsys):
