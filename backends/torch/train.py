@@ -81,6 +81,10 @@ __all__ = [
 
 Log = Callable[[str], None]
 
+#: The searches a searching model's validation and final metrics are given in: Algorithm 2's
+#: argmax and the softmax mixture of training (the straight-through mode searches like hard).
+MODES_EVALUATED = ("hard", "soft")
+
 
 class TrainingStopped(CellGraphError):
     """The run stopped on ``max_bad_steps`` non-finite losses in a row."""
@@ -230,6 +234,27 @@ def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig
     nats, correct, n = dist.sum(_host([nats, correct, n]))
     mean = nats / max(n, 1)
     return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
+
+
+def _both_searches(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig, chosen: float,
+                   dist: Distributed = Distributed()) -> dict[str, float]:
+    """``<split>_<metric>_hard`` and ``<split>_<metric>_soft`` of a searching model (Algorithm 2's
+    argmax and the mixture; nothing for the others): ``chosen``, the ``eval_mode``'s value, is
+    not computed again."""
+    if not model.structured:
+        return {}
+    return {f"{split}_{dataset.metric}_{mode}": chosen if mode == config.eval_mode
+            else evaluate(model, dataset, split, config.replace(eval_mode=mode), dist)[dataset.metric]
+            for mode in MODES_EVALUATED}
+
+
+def _validation(model: TaskModel, dataset: Dataset, config: TrainConfig,
+                dist: Distributed) -> dict[str, float]:
+    """An epoch's validation: ``val_<metric>`` in ``eval_mode`` (what early stopping and the best
+    checkpoint follow) and, for a searching model, the metric of both searches, so that the
+    learning curves show both whichever one selects."""
+    chosen = evaluate(model, dataset, "val", config, dist)[dataset.metric]
+    return {f"val_{dataset.metric}": chosen, **_both_searches(model, dataset, "val", config, chosen, dist)}
 
 
 # --- structures ------------------------------------------------------------------------
@@ -654,11 +679,13 @@ def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
             f"training optimised; see candidate_norm, tau_end and mode=straight-through")
 
 
-def _summary(record: dict[str, Any], metric: str, epochs: int, improved: bool) -> str:
-    parts = [f"epoch {record['epoch']}/{epochs}"]
+def _summary(record: dict[str, Any], metric: str, config: TrainConfig, improved: bool) -> str:
+    parts = [f"epoch {record['epoch']}/{config.epochs}"]
     if record[f"train_{metric}"] is not None:
         parts.append(f"train {metric} {record[f'train_{metric}']:.4f}")
     parts.append(f"val {metric} {record[f'val_{metric}']:.4f}")
+    parts += [f"{mode} search {record[key]:.4f}" for mode in MODES_EVALUATED
+              if mode != config.eval_mode and (key := f"val_{metric}_{mode}") in record]
     if record["loss_total"] is not None:
         parts.append(f"loss {record['loss_total']:.4f}")
     if record.get("n_e") is not None:
@@ -752,7 +779,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         record = loop.run(state, start, within, save)
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
-        record[f"val_{metric}"] = evaluate(model, dataset, "val", config, dist)[metric]
+        record.update(_validation(model, dataset, config, dist))
         state.epoch += 1
         improved = _better(config.task, record[f"val_{metric}"], state.best)
         if improved:
@@ -764,7 +791,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         record["time_s"] = time.perf_counter() - start
         if structures is not None:
             record["target_share"] = structures["target_share"]
-        log(_summary(record, metric, config.epochs, improved))
+        log(_summary(record, metric, config, improved))
         if state.epoch == 1 and (warning := outweighed(record)):
             log(warning)
         if dist.writes:
@@ -795,11 +822,8 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         f"val_{metric}": evaluate(model, dataset, "val", config)[metric],
         f"test_{metric}": evaluate(model, dataset, "test", config)[metric],
     }
-    if model.structured:  # the same checkpoint scored with both searches
-        for mode in ("hard", "soft"):
-            for split in ("val", "test"):
-                final[f"{split}_{metric}_{mode}"] = final[f"{split}_{metric}"] if mode == config.eval_mode \
-                    else evaluate(model, dataset, split, config.replace(eval_mode=mode))[metric]
+    for split in ("val", "test"):  # a searching model: the same checkpoint scored with both searches
+        final.update(_both_searches(model, dataset, split, config, final[f"{split}_{metric}"]))
     final.update({
         "best_epoch": best["epoch"], "epochs_run": state.epoch,
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,

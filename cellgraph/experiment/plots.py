@@ -134,28 +134,40 @@ def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], lis
     return epochs, [sum(c) / len(c) for c in columns], [min(c) for c in columns], [max(c) for c in columns]
 
 
+def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str], ...]:
+    """(label suffix, metrics key, line style) of the validation series to draw for a variant:
+    both searches, the mixture solid and the argmax dashed, where every seed recorded both
+    (searching models); else its one validation metric."""
+    if all(run.series(f"val_{metric}_soft")[0] and run.series(f"val_{metric}_hard")[0] for run in group):
+        return ((", soft search", f"val_{metric}_soft", "-"), (", hard search", f"val_{metric}_hard", "--"))
+    return (("", f"val_{metric}", "-"),)
+
+
 def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
     """Validation metric per epoch of each variant (runs whose folder names differ only in
     ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
-    metric. An epoch counts where every seed of the variant logged it."""
+    metric. An epoch counts where every seed of the variant logged it. A searching model's
+    variant gets a line per search (:func:`_searches`), in the variant's colour."""
     variants: dict[tuple[str, str], list[RunLog]] = {}
     for run in runs:
         variants.setdefault((run.metric, run.variant), []).append(run)
-    bands = {k: _band(group, f"val_{k[0]}") for k, group in variants.items()}
+    bands = {(m, name, i, suffix, style): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
+             for suffix, key, style in _searches(m, group)}
     bands = {k: band for k, band in bands.items() if band[0]}
     if not bands:
         note("seed_bands: not drawn: no variant has an epoch logged by all of its seeds")
         return []
-    metrics = list(dict.fromkeys(metric for metric, _ in bands))
+    metrics = list(dict.fromkeys(k[0] for k in bands))
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.4 * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         values: list[float] = []
-        for i, ((m, name), (epochs, mean, low, high)) in enumerate(bands.items()):
+        for (m, name, i, suffix, style), (epochs, mean, low, high) in bands.items():
             if m != metric:
                 continue
             n = len(variants[(m, name)])
-            ax.plot(epochs, mean, color=_colour(i), marker="o", ms=3, label=f"{name} ({n} seed{'s' * (n > 1)})")
+            ax.plot(epochs, mean, style, color=_colour(i), marker="o", ms=3,
+                    label=f"{name}{suffix} ({n} seed{'s' * (n > 1)})")
             ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
             values += low + high
         _epoch_axis(ax)

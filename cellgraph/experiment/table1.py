@@ -5,7 +5,8 @@ For every experiment of :data:`~cellgraph.experiment.reproduce.PROTOCOL` but pla
 model of it, two rows: the best configuration of the model's search (``best``) and the paper's
 preset (``preset``), each over the seeds whose run finished; the seeds whose run stopped (e.g.
 on a diverged loss) are listed as such, and their records hold how far they got. A row shows
-the paper's val / test, ours under the hard search (Algorithm 2's argmax; for a GRU, its only
+the paper's val / test, what chose the checkpoint (the validation metric of the soft or the hard
+search for an RRNN model: its runs' ``eval_mode``), ours under the hard search (Algorithm 2's argmax; for a GRU, its only
 metric) and the soft mixture of the same checkpoint, and the mean CPU time of a finished run:
 the run's own count (``final.json`` ``cpu_seconds``, user + system of all its processes,
 carried across resumes) or, for a run made before runs counted it, the user + system time of
@@ -119,20 +120,28 @@ def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str
     stopped = _stopped([p for p in started if p not in runs])
     head = [_MODELS[model], _ROWS[kind], _paper(exp.name, model)]
     if not runs:
-        return head + ["not finished" if stopped else "not run yet"] + ["—"] * 3 + [stopped[2:] or "—", "—"]
+        return head + ["—", "not finished" if stopped else "not run yet"] + ["—"] * 3 + [stopped[2:] or "—", "—"]
     (row,) = summarize([str(p) for p in runs], by="name")
     m = row["metric"]
     hard = [row["val_hard"] or row["val"], row["test_hard"] or row["test"]]
     per_run = _seconds([_job_time(p, f"{exp.name}/{p.name.removeprefix(exp.name + '-')}", cpu) for p in runs])
-    return head + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
+    return head + [_selected(runs)] + [format_value(v, m) for v in (*hard, row["val_soft"], row["test_soft"])] + [
         ", ".join(map(str, row["seeds"])) + stopped, per_run]
+
+
+def _selected(runs: Sequence[Path]) -> str:
+    """What chose the runs' checkpoints: ``val, soft`` or ``val, hard`` (the search a searching
+    model's validation ran in, its ``eval_mode``), ``val`` for a model without a search."""
+    finals = [read_json(p / "final.json") for p in runs]
+    modes = sorted({f["eval_mode"] for f in finals if f"val_{f['metric']}_soft" in f})
+    return ", ".join(["val", *modes])
 
 
 def results_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
     """Table 1, the paper's numbers beside ours, as Markdown (see the module docstring)."""
     cpu = cpu_seconds(records / "commands.tsv")
-    lines = ["| experiment | model | row | paper val / test | val, hard | test, hard | val, soft | "
-             "test, soft | seeds | CPU s / run |", "|---" * 10 + "|"]
+    lines = ["| experiment | model | row | paper val / test | checkpoint by | val, hard | test, hard | val, soft | "
+             "test, soft | seeds | CPU s / run |", "|---" * 11 + "|"]
     for exp in exps:
         if exp.name not in _TITLES:
             continue

@@ -63,6 +63,23 @@ def test_the_full_rrnn_rows_fix_the_search_settings_and_search_our_ranges(tmp_pa
         experiments(["nope"])
 
 
+def test_table1_rrnn_runs_and_trials_select_on_the_mixture(tmp_path):
+    """Every RRNN run and search of a Table 1 experiment selects on the soft mixture (the search
+    the paper's numbers measure; best rows inherit it from the search's best.toml); the GRU
+    rows and planted (whose recovery reads the argmax cells) keep the default."""
+    for job in plan(tmp_path):
+        argv = job.steps[0]
+        if "--config" in argv:  # a best row: its settings are the search's best.toml
+            continue
+        sets = _sets(argv)
+        model = sets.get("model") or _flag_values(argv, "--model")[0]  # a run, or a search
+        selects = sets.get("eval_mode")
+        if model.startswith("rrnn") and job.experiment != "planted":
+            assert selects == "soft", job.name
+        else:
+            assert selects is None, job.name
+
+
 def test_dry_run_lists_jobs_and_runs_nothing(tmp_path, capsys):
     assert main(["reproduce", "--dry-run", "--only", "planted", "--dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out

@@ -114,6 +114,29 @@ def test_seed_bands_mean_line_and_min_max_band_per_variant(tmp_path, monkeypatch
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["best-gru (2 seeds)", "best-rrnn-gru (1 seed)"]
 
 
+def test_seed_bands_draw_both_searches_of_a_searching_variant(tmp_path, monkeypatch):
+    """A variant whose every seed recorded val_<metric>_soft and _hard gets two lines in its
+    colour, the mixture solid and the argmax dashed; the GRU keeps one."""
+    from cellgraph.experiment.plots import seed_bands
+
+    _metric_run(tmp_path / "preset-gru-s0", "wiki", "gru", [3.0, 2.0], [3.0, 2.0])
+    for seed, hard in ((0, [5.0, 40.0]), (1, [4.0, 60.0])):
+        run = _metric_run(tmp_path / f"preset-rrnn-gru-s{seed}", "wiki", "rrnn-gru", [4.0, 3.0], [3.6, 3.4])
+        lines = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+        (run.path / "metrics.jsonl").write_text("".join(
+            json.dumps({**r, "val_bpc_soft": r["val_bpc"], "val_bpc_hard": h}) + "\n" for r, h in zip(lines, hard)))
+    figures = _figures(monkeypatch)
+    logs = [RunLog.load(tmp_path / p) for p in ("preset-gru-s0", "preset-rrnn-gru-s0", "preset-rrnn-gru-s1")]
+    assert seed_bands(logs, tmp_path)
+    (ax,) = figures["seed_bands"].axes
+    gru, soft, hard = ax.get_lines()
+    assert [line.get_linestyle() for line in (gru, soft, hard)] == ["-", "-", "--"]
+    assert soft.get_color() == hard.get_color() != gru.get_color()
+    assert list(soft.get_ydata()) == [3.6, 3.4] and list(hard.get_ydata()) == [4.5, 50.0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "preset-gru (1 seed)", "preset-rrnn-gru, soft search (2 seeds)", "preset-rrnn-gru, hard search (2 seeds)"]
+
+
 def test_plot_says_what_it_did_not_draw(tmp_path, capsys):
     """A figure with nothing to show is left out with a note, never silently."""
     _metric_run(tmp_path / "g", "wiki", "gru", [3.0, 2.5], [3.1, 2.6])

@@ -15,13 +15,13 @@ TABLE1 = Path(__file__).resolve().parents[2] / "results" / "table1"
 HEADER = "job\tcommand\tcpu_s\twall_s\texit\n"
 
 
-def records_with(tmp_path: Path, names: list[str], commands: str) -> Path:
-    """Copies of committed records with ``commands``; their own ``final.json`` CPU count is
-    dropped, so that the CPU time comes from ``commands`` unless a test writes one."""
+def records_with(tmp_path: Path, names: list[str], commands: str, source: Path = TABLE1) -> Path:
+    """Copies of committed records (of ``source``) with ``commands``; their own ``final.json``
+    CPU count is dropped, so that the CPU time comes from ``commands`` unless a test writes one."""
     records = tmp_path / "records"
     records.mkdir()
     for name in names:
-        shutil.copytree(TABLE1 / name, records / name)
+        shutil.copytree(source / name, records / name)
         final = records / name / "final.json"
         final.write_text(json.dumps({k: v for k, v in read_json(final).items() if k != "cpu_seconds"}),
                          encoding="utf-8")
@@ -46,13 +46,31 @@ def test_a_row_is_the_mean_and_sample_std_of_its_seeds_beside_the_paper(tmp_path
     assert len(lines) == 2 + 2 * sum(len(e.arms) for e in PROTOCOL if e.name != "planted")
     (row,) = [line for line in lines if "GRU | paper's preset | 2.73 / 2.68" in line]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    for cell, split in zip(cells[4:6], ("val", "test")):
+    assert cells[4] == "val"  # no search: its one validation metric chose the checkpoint
+    for cell, split in zip(cells[5:7], ("val", "test")):
         values = [f[f"{split}_bpc"] for f in finals]
         assert cell == f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
-    assert cells[6:] == ["—", "—", "0, 1, 2", "11"]
+    assert cells[7:] == ["—", "—", "0, 1, 2", "11"]
     assert LOWER_BOUND not in results_table(records)
     assert sum("not run yet" in line for line in lines) == len(lines) - 3
     assert PAPER[("sst", "rrnn-gru")] == (0.651, 0.687) and "| 0.651 / 0.687 |" in results_table(records)
+
+
+def test_an_rrnn_row_says_which_search_chose_its_checkpoint(tmp_path):
+    """The column "checkpoint by" is the runs' eval_mode: the hard search for these records,
+    the soft one once their final.json says so."""
+    names = [f"wiki-preset-rrnn-gru-s{s}" for s in range(3)]
+    records = records_with(tmp_path, names, "", TABLE1.with_name("table1-argmax"))
+
+    def chosen_by() -> str:
+        (line,) = [line for line in results_table(records).splitlines() if "RRNN-GRU | paper's preset | 2.43 / 2.42" in line]
+        return [c.strip() for c in line.strip("|").split("|")][4]
+
+    assert chosen_by() == "val, hard"
+    for name in names:
+        final = records / name / "final.json"
+        final.write_text(json.dumps({**read_json(final), "eval_mode": "soft"}), encoding="utf-8")
+    assert chosen_by() == "val, soft"
 
 
 def test_a_search_row_gives_the_searched_keys_of_its_best_trial(tmp_path):
@@ -76,7 +94,7 @@ def test_a_stopped_run_is_listed_by_seed_not_averaged(tmp_path):
     for s in (0, 1):
         (records / f"wiki5k-preset-gru-s{s}" / "final.json").unlink()
     (row,) = [line for line in results_table(records).splitlines() if "GRU | paper's preset | 2.73" in line]
-    assert row.endswith("| not finished | — | — | — | stopped: 0, 1, 2 | — |")
+    assert row.endswith("| — | not finished | — | — | — | stopped: 0, 1, 2 | — |")
 
 
 def test_cpu_time_is_a_lower_bound_where_a_command_was_killed_unrecorded(tmp_path):

@@ -67,6 +67,37 @@ def test_each_model_writes_every_file(runs, model):
     assert log.config["model"] == model
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_each_epoch_validates_a_searching_model_in_both_searches(runs, model):
+    """val_<metric> is the eval_mode's (hard here) and selects; _hard and _soft are both
+    recorded for rrnn models, and the best epoch's equal what final.json scores its
+    checkpoint with."""
+    path, final = runs[model]
+    metrics = RunLog.load(path).metrics
+    if not model.startswith("rrnn"):
+        assert not any("val_accuracy_hard" in r or "val_accuracy_soft" in r for r in metrics)
+        return
+    for record in metrics:
+        assert record["val_accuracy_hard"] == record["val_accuracy"]
+        assert 0 <= record["val_accuracy_soft"] <= 1
+    best = metrics[final["best_epoch"] - 1]
+    assert (best["val_accuracy_hard"], best["val_accuracy_soft"]) == (final["val_accuracy_hard"],
+                                                                      final["val_accuracy_soft"])
+
+
+def test_eval_mode_soft_selects_on_the_mixture(tmp_path):
+    """With eval_mode=soft the mixture's validation metric selects the best checkpoint: the
+    best epoch is the one whose soft metric is best, and final.json's val is that metric."""
+    lines: list[str] = []
+    final = train(tiny(model="rrnn", epochs=3, eval_mode="soft"), tmp_path, log=lines.append)
+    metrics = RunLog.load(tmp_path).metrics
+    assert [r["val_accuracy_soft"] for r in metrics] == [r["val_accuracy"] for r in metrics]
+    soft = [r["val_accuracy_soft"] for r in metrics]
+    assert final["best_epoch"] == 1 + soft.index(max(soft))
+    assert final["val_accuracy"] == final["val_accuracy_soft"] == max(soft)
+    assert any("hard search" in line for line in lines if line.startswith("epoch 1/3"))
+
+
 def test_rrnn_gru_logs_n_e_and_alternates(runs):
     path, _ = runs["rrnn-gru"]
     first, second = RunLog.load(path).metrics
