@@ -135,44 +135,60 @@ def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], lis
 
 
 def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str], ...]:
-    """(label suffix, metrics key, line style) of the validation series to draw for a variant:
-    both searches, the mixture solid and the argmax dashed, where every seed recorded both
-    (searching models); else its one validation metric."""
+    """(search, metrics key, line style) of the validation series to draw for a variant: both
+    searches, the mixture ("soft", solid) and the argmax ("hard", dashed), where every seed
+    recorded both (searching models); else its one validation metric (search "")."""
     if all(run.series(f"val_{metric}_soft")[0] and run.series(f"val_{metric}_hard")[0] for run in group):
-        return ((", soft search", f"val_{metric}_soft", "-"), (", hard search", f"val_{metric}_hard", "--"))
+        return (("soft", f"val_{metric}_soft", "-"), ("hard", f"val_{metric}_hard", "--"))
     return (("", f"val_{metric}", "-"),)
+
+
+#: panel title of each search where a metric's variants search; the argmax's metric can sit
+#: decades above the mixture's, so each gets its own panel and scale
+_SEARCH_PANELS = {"soft": "the soft mixture", "hard": "the hard search (argmax)"}
+
+
+def _panels(bands: dict) -> list[tuple[str, str]]:
+    """(metric, search) of each panel: one per search for a metric whose variants search
+    (variants without a search are drawn in both, for scale), else one (search "")."""
+    metrics = list(dict.fromkeys(k[0] for k in bands))
+    searching = {k[0] for k in bands if k[3]}
+    return [(m, s) for m in metrics for s in (_SEARCH_PANELS if m in searching else ("",))]
 
 
 def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
     """Validation metric per epoch of each variant (runs whose folder names differ only in
     ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
-    metric. An epoch counts where every seed of the variant logged it. A searching model's
-    variant gets a line per search (:func:`_searches`), in the variant's colour."""
+    metric, or, where a variant searches (:func:`_searches`), one per search: the mixture
+    (solid) and the argmax (dashed), each variant in its colour in both, and the variants
+    without a search (the GRU) in both. An epoch counts where every seed logged it."""
     variants: dict[tuple[str, str], list[RunLog]] = {}
     for run in runs:
         variants.setdefault((run.metric, run.variant), []).append(run)
-    bands = {(m, name, i, suffix, style): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
-             for suffix, key, style in _searches(m, group)}
+    bands = {(m, name, i, search, style): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
+             for search, key, style in _searches(m, group)}
     bands = {k: band for k, band in bands.items() if band[0]}
     if not bands:
         note("seed_bands: not drawn: no variant has an epoch logged by all of its seeds")
         return []
-    metrics = list(dict.fromkeys(k[0] for k in bands))
+    panels = _panels(bands)
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.4 * len(metrics), 4.0), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.0), squeeze=False)
+    for ax, (metric, panel) in zip(axes[0], panels):
         values: list[float] = []
-        for (m, name, i, suffix, style), (epochs, mean, low, high) in bands.items():
-            if m != metric:
+        for (m, name, i, search, style), (epochs, mean, low, high) in bands.items():
+            if m != metric or search not in ("", panel):
                 continue
             n = len(variants[(m, name)])
+            suffix = f", {search} search" if search else ""
             ax.plot(epochs, mean, style, color=_colour(i), marker="o", ms=3,
                     label=f"{name}{suffix} ({n} seed{'s' * (n > 1)})")
             ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
             values += low + high
         _epoch_axis(ax)
         _scale(ax, values, f"val {metric}")
-        ax.set_title(f"Validation {metric}: mean over seeds, band = min to max")
+        which = f", {_SEARCH_PANELS[panel]}" if panel else ""
+        ax.set_title(f"Validation {metric}{which}: mean over seeds, band = min to max", fontsize=10)
         ax.legend(fontsize=7)
     return _save(fig, out_dir, "seed_bands")
 

@@ -115,12 +115,13 @@ def test_seed_bands_mean_line_and_min_max_band_per_variant(tmp_path, monkeypatch
 
 
 def test_seed_bands_draw_both_searches_of_a_searching_variant(tmp_path, monkeypatch):
-    """A variant whose every seed recorded val_<metric>_soft and _hard gets two lines in its
-    colour, the mixture solid and the argmax dashed; the GRU keeps one."""
+    """A variant whose every seed recorded val_<metric>_soft and _hard gets a panel per search,
+    each with its own scale: the mixture solid, the argmax dashed, in the variant's colour;
+    the GRU, which has one metric, is drawn in both for scale."""
     from cellgraph.experiment.plots import seed_bands
 
     _metric_run(tmp_path / "preset-gru-s0", "wiki", "gru", [3.0, 2.0], [3.0, 2.0])
-    for seed, hard in ((0, [5.0, 40.0]), (1, [4.0, 60.0])):
+    for seed, hard in ((0, [5.0, 400.0]), (1, [4.0, 600.0])):
         run = _metric_run(tmp_path / f"preset-rrnn-gru-s{seed}", "wiki", "rrnn-gru", [4.0, 3.0], [3.6, 3.4])
         lines = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
         (run.path / "metrics.jsonl").write_text("".join(
@@ -128,13 +129,18 @@ def test_seed_bands_draw_both_searches_of_a_searching_variant(tmp_path, monkeypa
     figures = _figures(monkeypatch)
     logs = [RunLog.load(tmp_path / p) for p in ("preset-gru-s0", "preset-rrnn-gru-s0", "preset-rrnn-gru-s1")]
     assert seed_bands(logs, tmp_path)
-    (ax,) = figures["seed_bands"].axes
-    gru, soft, hard = ax.get_lines()
-    assert [line.get_linestyle() for line in (gru, soft, hard)] == ["-", "-", "--"]
-    assert soft.get_color() == hard.get_color() != gru.get_color()
-    assert list(soft.get_ydata()) == [3.6, 3.4] and list(hard.get_ydata()) == [4.5, 50.0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "preset-gru (1 seed)", "preset-rrnn-gru, soft search (2 seeds)", "preset-rrnn-gru, hard search (2 seeds)"]
+    mixture, argmax = figures["seed_bands"].axes
+    assert "soft mixture" in mixture.get_title() and "hard search" in argmax.get_title()
+    gru, soft = mixture.get_lines()
+    gru_again, hard = argmax.get_lines()
+    assert [line.get_linestyle() for line in (gru, soft, gru_again, hard)] == ["-", "-", "-", "--"]
+    assert soft.get_color() == hard.get_color() != gru.get_color() == gru_again.get_color()
+    assert list(soft.get_ydata()) == [3.6, 3.4] and list(hard.get_ydata()) == [4.5, 500.0]
+    assert mixture.get_yscale() == "linear" and argmax.get_yscale() == "log"  # the argmax's decades stay apart
+    assert [t.get_text() for t in mixture.get_legend().get_texts()] == [
+        "preset-gru (1 seed)", "preset-rrnn-gru, soft search (2 seeds)"]
+    assert [t.get_text() for t in argmax.get_legend().get_texts()] == [
+        "preset-gru (1 seed)", "preset-rrnn-gru, hard search (2 seeds)"]
 
 
 def test_plot_says_what_it_did_not_draw(tmp_path, capsys):
