@@ -34,6 +34,7 @@ TABLES = [
     (["--by", "name"], ["w5k01-rrnn-s?", "w5k02-rrnn-s?"]),
     (["--by", "name"], ["w5k02-rrnn-s?", "w5k03-rrnn-s?"]),
     (["--by", "name"], ["wiki-alt0-rrnn-gru-s?"]),
+    (["--by", "name", "--terms"], ["wiki-alt0-rrnn-gru-s?", "wiki-noaux-rrnn-gru-s?", "wiki-noauxalt-rrnn-gru-s?"]),
 ]
 
 
