@@ -188,7 +188,7 @@ def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> l
         _epoch_axis(ax)
         _scale(ax, values, f"val {metric}")
         which = f", {_SEARCH_PANELS[panel]}" if panel else ""
-        ax.set_title(f"Validation {metric}{which}: mean over seeds, band = min to max", fontsize=10)
+        ax.set_title(f"Validation {metric}{which}\nmean over seeds, band = min to max", fontsize=10)
         ax.legend(fontsize=7)
     return _save(fig, out_dir, "seed_bands")
 
