@@ -34,12 +34,14 @@ TABLES = [
     (["--by", "name"], ["w5k01-rrnn-s?", "w5k02-rrnn-s?"]),
     (["--by", "name"], ["w5k02-rrnn-s?", "w5k03-rrnn-s?"]),
     (["--by", "name"], ["wiki-alt0-rrnn-gru-s?"]),
+    (["--by", "name"], ["sst-slice-gru-s?", "sst-slice-noaux-s?"]),
     (["--by", "name", "--terms"], ["wiki-alt0-rrnn-gru-s?", "wiki-noaux-rrnn-gru-s?", "wiki-noauxalt-rrnn-gru-s?"]),
 ]
 
 
 #: (records folder, experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
-TABLE1_ROWS = [(TABLE1, "wiki", ["--by", "name"]), (TABLE1, "planted", ["--by", "name", "--recovery"]),
+TABLE1_ROWS = [(TABLE1, "wiki", ["--by", "name"]), (TABLE1, "sst", ["--by", "name"]),
+               (TABLE1, "planted", ["--by", "name", "--recovery"]),
                (TABLE1_SUPERSEDED, "planted", ["--by", "name", "--recovery"]),
                (TABLE1_SUPERSEDED, "wiki", ["--by", "name"]), (TABLE1_ARGMAX, "wiki", ["--by", "name"])]
 
