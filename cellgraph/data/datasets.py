@@ -152,11 +152,16 @@ class Dataset:
         return len(self.vocab) if self.task == "lm" else len(self.classes)
 
     def metric_from_nats(self, nats: float) -> float:
-        """BPC (``nats / ln 2``) or perplexity (``exp(nats)``) of a mean per-token loss."""
+        """BPC (``nats / ln 2``) or perplexity (``exp(nats)``) of a mean per-token loss; a
+        perplexity beyond the float range (a diverged model, e.g. an argmax search far from
+        its mixture) is ``inf``."""
         if self.metric == "bpc":
             return nats / math.log(2)
         if self.metric == "perplexity":
-            return math.exp(nats)
+            try:
+                return math.exp(nats)
+            except OverflowError:
+                return math.inf
         raise CellGraphError(f"dataset {self.name}: metric {self.metric!r} is not a function of nats")
 
     def _check_split(self, split_name: str, split: Split) -> None:

@@ -4,6 +4,7 @@ Tests on the real files use ``../shared/data`` next to the repository and skip w
 the loaders cache each file, so every file is read once per session.
 """
 
+import dataclasses
 import math
 import zipfile
 from pathlib import Path
@@ -71,6 +72,14 @@ def _lm(origins: dict[str, list[int]], T: int = 3) -> Dataset:
     def split(o):
         return Split(np.zeros((len(o), T)), np.zeros((len(o), T)), o, source="s")
     return Dataset("toy", "lm", "bpc", ("a", "b"), *(split(origins[k]) for k in ("train", "val", "test")))
+
+
+def test_perplexity_of_a_diverged_loss_is_inf_not_an_overflow():
+    """A search trial whose argmax diverged (mean loss of thousands of nats) once crashed its
+    validation with math's OverflowError; its perplexity is inf, and finite ones are exp."""
+    ptb = dataclasses.replace(_lm({"train": [0], "val": [4], "test": [8]}), metric="perplexity")
+    assert ptb.metric_from_nats(math.log(239.0)) == pytest.approx(239.0)
+    assert ptb.metric_from_nats(5000.0) == math.inf and ptb.metric_from_nats(math.inf) == math.inf
 
 
 def test_dataset_rejects_overlapping_windows_and_shared_sequences():
