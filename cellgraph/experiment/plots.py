@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.runlog import RunLog
@@ -148,11 +148,12 @@ def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str
 _SEARCH_PANELS = {"soft": "the soft mixture", "hard": "the hard search (argmax)"}
 
 
-def _panels(bands: dict) -> list[tuple[str, str]]:
-    """(metric, search) of each panel: one per search for a metric whose variants search
-    (variants without a search are drawn in both, for scale), else one (search "")."""
-    metrics = list(dict.fromkeys(k[0] for k in bands))
-    searching = {k[0] for k in bands if k[3]}
+def _panels(bands: Iterable[tuple[str, str, int, str, str]]) -> list[tuple[str, str]]:
+    """(metric, search) of each panel, from the bands' keys ``(metric, variant, colour,
+    search, style)``: one per search for a metric whose variants search (variants without a
+    search are drawn in both, for scale), else one (search "")."""
+    metrics = list(dict.fromkeys(metric for metric, *_ in bands))
+    searching = {metric for metric, _, _, search, _ in bands if search}
     return [(m, s) for m in metrics for s in (_SEARCH_PANELS if m in searching else ("",))]
 
 
