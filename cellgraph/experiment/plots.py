@@ -126,12 +126,24 @@ def learning_curves(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore)
     return _save(fig, out_dir, "learning_curves")
 
 
-def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], list[float], list[float]]:
-    """Per epoch logged by every run: the epoch, the mean, min and max of ``key`` over ``runs``."""
+def _band(runs: Sequence[RunLog], key: str) -> tuple[list[int], list[float], list[float], list[float], list[int]]:
+    """Per epoch logged by every run: the epoch, the mean, min and max of ``key`` over ``runs``;
+    an epoch where a run's value is not finite (an overflowed perplexity) is left out and
+    listed last."""
     series = [dict(zip(*run.series(key))) for run in runs]
-    epochs = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    logged = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    unbounded = [e for e in logged if not all(math.isfinite(s[e]) for s in series)]
+    epochs = [e for e in logged if e not in unbounded]
     columns = [[s[e] for s in series] for e in epochs]
-    return epochs, [sum(c) / len(c) for c in columns], [min(c) for c in columns], [max(c) for c in columns]
+    return (epochs, [sum(c) / len(c) for c in columns], [min(c) for c in columns], [max(c) for c in columns],
+            unbounded)
+
+
+def _epoch_list(epochs: list[int]) -> str:
+    """``3``, ``3-5`` or ``1, 4``: a short list of epoch numbers for a legend."""
+    if len(epochs) > 1 and epochs == list(range(epochs[0], epochs[-1] + 1)):
+        return f"{epochs[0]}-{epochs[-1]}"
+    return ", ".join(map(str, epochs))
 
 
 def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str], ...]:
@@ -162,12 +174,17 @@ def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> l
     ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
     metric, or, where a variant searches (:func:`_searches`), one per search: the mixture
     (solid) and the argmax (dashed), each variant in its colour in both, and the variants
-    without a search (the GRU) in both. An epoch counts where every seed logged it."""
+    without a search (the GRU) in both. An epoch counts where every seed logged it and every
+    seed's value is finite; the legend and ``note`` name the epochs left out for an overflow."""
     variants: dict[tuple[str, str], list[RunLog]] = {}
     for run in runs:
         variants.setdefault((run.metric, run.variant), []).append(run)
     bands = {(m, name, i, search, style): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
              for search, key, style in _searches(m, group)}
+    for (m, name, _, search, _), band in bands.items():
+        if band[4]:
+            what = f"{name}, {search} search" if search else name
+            note(f"seed_bands: {what}: epoch {_epoch_list(band[4])} left out: a seed's val {m} is not finite")
     bands = {k: band for k, band in bands.items() if band[0]}
     if not bands:
         note("seed_bands: not drawn: no variant has an epoch logged by all of its seeds")
@@ -177,13 +194,14 @@ def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> l
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.0), squeeze=False)
     for ax, (metric, panel) in zip(axes[0], panels):
         values: list[float] = []
-        for (m, name, i, search, style), (epochs, mean, low, high) in bands.items():
+        for (m, name, i, search, style), (epochs, mean, low, high, unbounded) in bands.items():
             if m != metric or search not in ("", panel):
                 continue
             n = len(variants[(m, name)])
             suffix = f", {search} search" if search else ""
+            gap = f"; not finite at epoch {_epoch_list(unbounded)}" if unbounded else ""
             ax.plot(epochs, mean, style, color=_colour(i), marker="o", ms=3,
-                    label=f"{name}{suffix} ({n} seed{'s' * (n > 1)})")
+                    label=f"{name}{suffix} ({n} seed{'s' * (n > 1)}{gap})")
             ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
             values += low + high
         _epoch_axis(ax)

@@ -12,6 +12,7 @@ seed suffix ``-s<N>`` removed, so that variants of one model are rows of their o
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -25,7 +26,12 @@ __all__ = ["summarize", "markdown", "format_value"]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+    """Mean and sample standard deviation; no deviation for one value, nor where a value is
+    not finite (a metric that overflowed, e.g. perplexity ``inf``: the mean is then ``inf``
+    or ``nan`` and says so)."""
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return statistics.fmean(values), None
+    return statistics.fmean(values), statistics.stdev(values)
 
 
 GROUPINGS = ("model", "name")

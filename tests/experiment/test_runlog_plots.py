@@ -189,6 +189,10 @@ def test_summarize_groups_seeds(tmp_path, capsys):
     (tmp_path / "s1" / "final.json").write_text(json.dumps({"val_bpc": 4e12, "test_bpc": 3.2, "train_seconds": 1.0}))
     assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
     assert "| 2e+12 ± 2.83e+12 |" in capsys.readouterr().out  # a diverged run in scientific notation
+    (tmp_path / "s1" / "final.json").write_text(json.dumps({"val_bpc": float("inf"), "test_bpc": 3.2,
+                                                            "train_seconds": 1.0}))
+    assert main(["summarize", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    assert "| 2 | inf | 2.700 ± 0.707 |" in capsys.readouterr().out  # an overflowed metric: no deviation
     RunDir.create(tmp_path / "unfinished").write_config({"task": "wiki", "model": "gru", "seed": 0})
     assert main(["summarize", str(tmp_path / "unfinished")]) == 2
     assert "no finished run" in capsys.readouterr().err
@@ -248,6 +252,32 @@ def test_summarize_recovery_column_where_every_run_has_it(tmp_path, capsys):
     assert "| recovery | epochs |" in out.splitlines()[0]
     assert "| planted | rrnn-gru | accuracy | 2 | 0.800 ± 0.000 | 0.800 ± 0.000 | 0.750 ± 0.354 | 2.0 |" in out
     assert "| planted | gru | accuracy | 2 | 0.800 ± 0.000 | 0.800 ± 0.000 | — | 2.0 |" in out
+
+
+def test_seed_bands_leave_out_epochs_where_a_seed_overflowed(tmp_path, monkeypatch):
+    """An epoch where some seed's metric is inf (an overflowed perplexity) is not averaged:
+    the line stops short of it, the legend says which epochs are missing, and a note names
+    them, also for a search whose every epoch overflowed (not drawn at all)."""
+    from cellgraph.experiment.plots import seed_bands
+
+    _metric_run(tmp_path / "preset-gru-s0", "ptb", "gru", [300.0] * 3, [320.0, 310.0, 305.0])
+    for seed, soft in ((0, [330.0, 300.0, 310.0]), (1, [340.0, 320.0, float("inf")])):
+        run = _metric_run(tmp_path / f"best-rrnn-gru-s{seed}", "ptb", "rrnn-gru", [400.0] * 3, soft)
+        lines = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+        (run.path / "metrics.jsonl").write_text("".join(
+            json.dumps({**r, "val_perplexity_soft": r["val_perplexity"], "val_perplexity_hard": float("inf")}) + "\n"
+            for r in lines))
+    figures, notes = _figures(monkeypatch), []
+    logs = [RunLog.load(tmp_path / p) for p in ("preset-gru-s0", "best-rrnn-gru-s0", "best-rrnn-gru-s1")]
+    assert seed_bands(logs, tmp_path, notes.append)
+    mixture, argmax = figures["seed_bands"].axes
+    gru, soft = mixture.get_lines()
+    assert list(soft.get_xdata()) == [1, 2] and list(soft.get_ydata()) == [335.0, 310.0]
+    assert [t.get_text() for t in mixture.get_legend().get_texts()] == [
+        "preset-gru (1 seed)", "best-rrnn-gru, soft search (2 seeds; not finite at epoch 3)"]
+    assert [t.get_text() for t in argmax.get_legend().get_texts()] == ["preset-gru (1 seed)"]
+    assert notes == ["seed_bands: best-rrnn-gru, soft search: epoch 3 left out: a seed's val perplexity is not finite",
+                     "seed_bands: best-rrnn-gru, hard search: epoch 1-3 left out: a seed's val perplexity is not finite"]
 
 
 def test_identity_chain_is_every_node_an_identity_addition():
