@@ -98,6 +98,21 @@ def test_eval_mode_soft_selects_on_the_mixture(tmp_path):
     assert any("hard search" in line for line in lines if line.startswith("epoch 1/3"))
 
 
+@pytest.mark.parametrize("model", ("rrnn", "rrnn-gru"))
+def test_recompute_trains_the_same_run(runs, model, tmp_path):
+    """recompute=true (every step checkpointed, its search run again in the backward pass)
+    reaches the core and changes memory, not results: every epoch's metrics and the final
+    scores equal the run without it."""
+    path, final = runs[model]
+    model_ = build_model(tiny(model=model, recompute=True), load_data(tiny(model=model)))
+    assert model_.core.recompute
+    other = train(tiny(model=model, alternate_every=1, recompute=True), tmp_path, log=lambda s: None)
+    assert {k: v for k, v in other.items() if "seconds" not in k} == {k: v for k, v in final.items()
+                                                                        if "seconds" not in k}
+    timeless = [[{k: v for k, v in r.items() if k != "time_s"} for r in RunLog.load(d).metrics] for d in (path, tmp_path)]
+    assert timeless[0] == timeless[1]
+
+
 def test_rrnn_gru_logs_n_e_and_alternates(runs):
     path, _ = runs["rrnn-gru"]
     first, second = RunLog.load(path).metrics
