@@ -51,6 +51,8 @@ setting (:func:`cellgraph.backend.training_backend`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import json
 import math
 import os
@@ -391,6 +393,20 @@ def _check_same_run(run_dir: Path, config: TrainConfig) -> None:
                              "left by another search: move it away")
 
 
+def release_memory() -> bool:
+    """Hand the heap memory a finished trial freed back to the system (glibc's
+    ``malloc_trim``). Without it a worker keeps the peak of its largest trial resident while
+    it trains the next ones: 20 GB after a batch-282 full-RRNN trial of the Wiki-5k search.
+    False where the C library has no ``malloc_trim`` (not glibc)."""
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return False
+    trim(0)
+    return True
+
+
 def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
     """Train ``config`` into ``run_dir`` (resuming the run an earlier attempt left there),
     logging to ``run_dir/trial.log``; return the final validation metric."""
@@ -414,6 +430,8 @@ def _train_trial(config: TrainConfig, run_dir: Path, title: str) -> float:
         except Exception:
             log(traceback.format_exc())
             raise
+        finally:
+            release_memory()
     value = final[f"val_{final['metric']}"]
     if not math.isfinite(value):
         raise CellGraphError(f"the validation {final['metric']} is {value}")
