@@ -81,7 +81,7 @@ from cellgraph.experiment.runlog import METRICS
 __all__ = [
     "MACHINE_KEYS", "search_space", "make_spec", "draw", "sqlite_url", "open_storage", "use_folder", "check_name",
     "shown", "open_study", "only_study", "load_study", "work", "metric", "best_trial", "trial_config",
-    "summary", "trials_table", "write_toml",
+    "summary", "trials_table", "write_toml", "release_memory",
 ]
 
 Out = Callable[[str], None]
