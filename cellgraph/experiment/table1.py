@@ -15,7 +15,10 @@ ended (e.g. with the session it ran in) left no row there, though its run resume
 checkpoint: the job's log (``<record>/<record>.log``) shows more commands started than
 ``commands.tsv`` recorded, and the time is then a lower bound, marked ``≥``. A
 second table gives each search: its completed trials, CPU time, and the values it chose for
-the searched keys.
+the searched keys. A third, the reading, sets each RRNN model against the GRU of its
+experiment (planted included): for each model the row whose validation metric is better (the
+choice a user makes without the test split), their test metrics in the search that chose the
+checkpoint, the gap, and the gap in seed spreads (over the larger sample standard deviation).
 
 Everything is read from a records folder (``results/table1``): a fresh clone prints it again
 with ``cellgraph reproduce --table``.
@@ -30,11 +33,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cellgraph.experiment.config import SEARCH_RANGES
-from cellgraph.experiment.reproduce import PROTOCOL, Experiment
+from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, Arm, Experiment
 from cellgraph.experiment.summary import format_value, summarize
 from cellgraph.files import read_json
 
-__all__ = ["PAPER", "LOWER_BOUND", "cpu_seconds", "results_table", "searches_table"]
+__all__ = ["PAPER", "LOWER_BOUND", "cpu_seconds", "results_table", "searches_table", "reading_table"]
 
 #: The paper's Table 1: (experiment, model) -> (val, test). BPC on Wiki, accuracy (a fraction,
 #: the paper prints percent) on SST, perplexity on PTB.
@@ -49,6 +52,7 @@ _TITLES = {"wiki5k": "Wiki-5k, BPC ↓", "wiki": "Wiki-10k, BPC ↓", "sst": "SS
            "ptb": "PTB, perplexity ↓"}
 _MODELS = {"rrnn": "RRNN", "rrnn-gru": "RRNN-GRU", "gru": "GRU"}
 _ROWS = {"best": "best of the search", "preset": "paper's preset"}
+_READING_TITLES = {**_TITLES, "planted": "planted, accuracy ↑"}
 
 
 #: The note under a table whose CPU times are lower bounds somewhere.
@@ -194,3 +198,69 @@ def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
             lines.append(f"| {_TITLES[exp.name]} | {_MODELS[arm.model]} | {proxy} | {_trials(search)} | "
                          f"{seconds} | {chosen} |")
     return _noted(lines)
+
+
+def _kinds(arm: Arm) -> list[str]:
+    """The rows the protocol makes for ``arm``: its preset (or, without one and without a
+    search, its fixed settings) and the best of its search."""
+    rows = ["preset"] if arm.preset else ["fixed"] if arm.ranges is None else []
+    return rows + (["best"] if arm.ranges else [])
+
+
+def _better_row(records: Path, exp: Experiment, arm: Arm) -> tuple[str, dict[str, Any]] | str:
+    """``(kind, summary row)`` of ``arm``'s row with the better validation metric, or why there
+    is none yet (a row whose seeds have not all finished)."""
+    rows = []
+    for kind in _kinds(arm):
+        runs = sorted(p for p in records.glob(f"{exp.name}-{kind}-{arm.model}-s*") if (p / "final.json").is_file())
+        if len(runs) < len(SEEDS):
+            return f"{_MODELS[arm.model]}: {kind} row, {len(runs)} of {len(SEEDS)} seeds finished"
+        (row,) = summarize([str(p) for p in runs], by="name")
+        rows.append((kind, row))
+    higher = rows[0][1]["metric"] == "accuracy"
+    return (max if higher else min)(rows, key=lambda r: r[1]["val"][0])
+
+
+def _spreads(gap: float, rows: Sequence[dict[str, Any]]) -> float | None:
+    stds = [row["test"][1] for row in rows]
+    return None if None in stds or max(stds) == 0 else gap / max(stds)
+
+
+def _reading_line(exp: Experiment, gru: tuple[str, dict[str, Any]], other: tuple[str, dict[str, Any]],
+                  model: str) -> str:
+    (g_kind, g), (o_kind, o) = gru, other
+    m = g["metric"]
+    gap = abs(o["test"][0] - g["test"][0])
+    spreads = _spreads(gap, [g, o])
+    gru_better = (g["test"][0] > o["test"][0]) == (m == "accuracy")
+    if spreads is None:
+        verdict = f"{'GRU' if gru_better else _MODELS[model]} ahead (no seed spread)"
+    else:
+        verdict = "tie: within a seed spread" if spreads < 1 else f"{'GRU' if gru_better else _MODELS[model]} wins"
+    paper = " / ".join(f"{PAPER[(exp.name, k)][1]:g}" for k in (model, "gru")) if (exp.name, model) in PAPER else "—"
+    cells = [_READING_TITLES[exp.name], f"{format_value(g['test'], m)} ({g_kind})",
+             f"{_MODELS[model]} {format_value(o['test'], m)} ({o_kind})", format_value((gap, None), m),
+             "—" if spreads is None else f"{spreads:.1f}", paper, verdict]
+    return "| " + " | ".join(cells) + " |"
+
+
+def reading_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
+    """Each RRNN model against the GRU of its experiment (see the module docstring), as
+    Markdown; a line says which row it waits for where a row has not finished."""
+    lines = ["| experiment | GRU, test (row) | RRNN model, test (row) | gap | seed spreads | paper, test "
+             "(RRNN model / GRU) | verdict |", "|---" * 7 + "|"]
+    for exp in exps:
+        arms = {arm.model: arm for arm in exp.arms}
+        if "gru" not in arms:
+            continue
+        gru = _better_row(records, exp, arms["gru"])
+        for model, arm in arms.items():
+            if model == "gru":
+                continue
+            other = _better_row(records, exp, arm)
+            waiting = [r for r in (gru, other) if isinstance(r, str)]
+            if waiting:
+                lines.append(f"| {_READING_TITLES[exp.name]} | " + " | ".join(["—"] * 5) + f" | {'; '.join(waiting)} |")
+            else:
+                lines.append(_reading_line(exp, gru, other, model))
+    return "\n".join(lines)

@@ -95,13 +95,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table1(records: Path, write: bool, show: bool = True) -> None:
-    """Table 1 and the searches, printed (``show``) and written to ``records/table1.md`` (``write``)."""
+    """Table 1, the searches and the reading, printed (``show``) and written to
+    ``records/table1.md`` (``write``)."""
     from cellgraph.errors import CellGraphError
-    from cellgraph.experiment.table1 import results_table, searches_table
+    from cellgraph.experiment.table1 import reading_table, results_table, searches_table
 
     if not records.is_dir():
         raise CellGraphError(f"no records folder {records} (give --records, e.g. results/table1)")
-    text = f"{results_table(records)}\n\nSearches:\n\n{searches_table(records)}\n"
+    text = (f"{results_table(records)}\n\nSearches:\n\n{searches_table(records)}\n\n"
+            f"Reading (each model's row with the better validation metric):\n\n{reading_table(records)}\n")
     if write:
         (records / "table1.md").write_text(text, encoding="utf-8")
     if show:
