@@ -232,11 +232,11 @@ def _reading_line(exp: Experiment, gru: tuple[str, dict[str, Any]], other: tuple
     m = g["metric"]
     gap = abs(o["test"][0] - g["test"][0])
     spreads = _spreads(gap, [g, o])
-    gru_better = (g["test"][0] > o["test"][0]) == (m == "accuracy")
+    ahead = "GRU" if (g["test"][0] > o["test"][0]) == (m == "accuracy") else _MODELS[model]
     if spreads is None:
-        verdict = f"{'GRU' if gru_better else _MODELS[model]} ahead (no seed spread)"
+        verdict = f"{ahead} ahead (no seed spread)"
     else:
-        verdict = "tie: within a seed spread" if spreads < 1 else f"{'GRU' if gru_better else _MODELS[model]} wins"
+        verdict = "tie: within a seed spread" if spreads < 1 else f"{ahead} wins"
     paper = " / ".join(f"{PAPER[(exp.name, k)][1]:g}" for k in (model, "gru")) if (exp.name, model) in PAPER else "—"
     cells = [_READING_TITLES[exp.name], f"{format_value(g['test'], m)} ({g_kind})",
              f"{_MODELS[model]} {format_value(o['test'], m)} ({o_kind})", format_value((gap, None), m),
