@@ -40,7 +40,7 @@ TABLES = [
 
 
 #: (records folder, experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
-TABLE1_ROWS = [(TABLE1, "wiki", ["--by", "name"]), (TABLE1, "sst", ["--by", "name"]), (TABLE1, "ptb", ["--by", "name"]),
+TABLE1_ROWS = [(TABLE1, "wiki5k", ["--by", "name"]), (TABLE1, "wiki", ["--by", "name"]), (TABLE1, "sst", ["--by", "name"]), (TABLE1, "ptb", ["--by", "name"]),
                (TABLE1, "planted", ["--by", "name", "--recovery"]),
                (TABLE1_SUPERSEDED, "planted", ["--by", "name", "--recovery"]),
                (TABLE1_SUPERSEDED, "wiki", ["--by", "name"]), (TABLE1_ARGMAX, "wiki", ["--by", "name"])]
