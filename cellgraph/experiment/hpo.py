@@ -182,21 +182,28 @@ def _begin_immediate(engine: sqlalchemy.engine.Engine) -> None:
     engine.dispose()  # drop the connections opened before the hooks
 
 
+def _stale_callback(grace: int, retries: int, out: Out) -> Callable[[Study, FrozenTrial], None]:
+    """What optuna calls for a trial without a heartbeat for ``grace`` seconds: say so, and
+    queue it again up to ``retries`` times."""
+    with _quiet():
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
+
+    def callback(study: Study, trial: FrozenTrial) -> None:
+        requeued = len(trial.system_attrs.get("retry_history", [])) < retries
+        out(f"slot {trial.user_attrs.get('slot')}: trial #{trial.number} had no heartbeat for {grace} s "
+            + ("and is queued again" if requeued else f"and has been retried {retries} times: given up"))
+        retry(study, trial)
+
+    return callback
+
+
 def open_storage(url: str, heartbeat: int | None = None, grace: int | None = None, retries: int = 0,
                  out: Out = print) -> RDBStorage:
     """An :class:`optuna.storages.RDBStorage` at ``url``; with ``heartbeat``, trials without a
     heartbeat for ``grace`` seconds are re-queued up to ``retries`` times (module docstring, 3)."""
-    callback = None
     if heartbeat:
         grace = grace or 2 * heartbeat  # optuna's default
-        with _quiet():
-            retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
-
-        def callback(study: Study, trial: FrozenTrial) -> None:
-            requeued = len(trial.system_attrs.get("retry_history", [])) < retries
-            out(f"slot {trial.user_attrs.get('slot')}: trial #{trial.number} had no heartbeat for {grace} s "
-                + ("and is queued again" if requeued else f"and has been retried {retries} times: given up"))
-            retry(study, trial)
+    callback = _stale_callback(grace, retries, out) if heartbeat else None
 
     sqlite = url.startswith("sqlite:")
     engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if sqlite else {}
