@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from cellgraph.experiment.config import SEARCH_RANGES
 from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, Arm, Experiment
+from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.summary import format_value, summarize
 from cellgraph.files import read_json
 
@@ -117,10 +118,16 @@ def _stopped(folders: Sequence[Path]) -> str:
     return f"; stopped: {', '.join(map(str, seeds))}" if seeds else ""
 
 
+def _records(records: Path, exp: Experiment, model: str, kind: str) -> tuple[list[Path], list[Path]]:
+    """The seed records of one row (``<exp>-<kind>-<model>-s<seed>``): those started (with
+    config.json) and, among them, those finished (with final.json)."""
+    started = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "config.json").is_file())
+    return started, [p for p in started if (p / "final.json").is_file()]
+
+
 def _row(records: Path, exp: Experiment, model: str, kind: str, cpu: Mapping[str, tuple[float, int]]
          ) -> list[str]:
-    started = sorted(p for p in records.glob(f"{exp.name}-{kind}-{model}-s*") if (p / "config.json").is_file())
-    runs = [p for p in started if (p / "final.json").is_file()]
+    started, runs = _records(records, exp, model, kind)
     stopped = _stopped([p for p in started if p not in runs])
     head = [_MODELS[model], _ROWS[kind], _paper(exp.name, model)]
     if not runs:
@@ -212,13 +219,12 @@ def _better_row(records: Path, exp: Experiment, arm: Arm) -> tuple[str, dict[str
     is none yet (a row whose seeds have not all finished)."""
     rows = []
     for kind in _kinds(arm):
-        runs = sorted(p for p in records.glob(f"{exp.name}-{kind}-{arm.model}-s*") if (p / "final.json").is_file())
+        _, runs = _records(records, exp, arm.model, kind)
         if len(runs) < len(SEEDS):
             return f"{_MODELS[arm.model]}: {kind} row, {len(runs)} of {len(SEEDS)} seeds finished"
         (row,) = summarize([str(p) for p in runs], by="name")
         rows.append((kind, row))
-    higher = rows[0][1]["metric"] == "accuracy"
-    return (max if higher else min)(rows, key=lambda r: r[1]["val"][0])
+    return (min if METRICS[exp.task][1] else max)(rows, key=lambda r: r[1]["val"][0])
 
 
 def _spreads(gap: float, rows: Sequence[dict[str, Any]]) -> float | None:
@@ -232,7 +238,7 @@ def _reading_line(exp: Experiment, gru: tuple[str, dict[str, Any]], other: tuple
     m = g["metric"]
     gap = abs(o["test"][0] - g["test"][0])
     spreads = _spreads(gap, [g, o])
-    ahead = "GRU" if (g["test"][0] > o["test"][0]) == (m == "accuracy") else _MODELS[model]
+    ahead = "GRU" if (g["test"][0] > o["test"][0]) != METRICS[exp.task][1] else _MODELS[model]
     if spreads is None:
         verdict = f"{ahead} ahead (no seed spread)"
     else:

@@ -185,6 +185,7 @@ def test_release_memory_shrinks_the_resident_set():
         pytest.skip("the C library has no malloc_trim")
     assert resident() < before - 50 * 2**20
 
+
 def test_claims_are_exclusive(storage_url):
     """Two processes claiming as fast as they can never both win a trial (on SQLite, without
     BEGIN IMMEDIATE, pysqlite lets both read WAITING and both set RUNNING)."""
