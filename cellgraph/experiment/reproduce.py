@@ -77,6 +77,15 @@ class Arm:
     settings: Mapping[str, Any] = field(default_factory=dict)
     ranges: str | None = None
 
+    @property
+    def own_row(self) -> str | None:
+        """The record kind of the arm's own row: ``preset`` (the paper's optimum), ``fixed``
+        (no preset: its settings are the row), or None for an arm that is only searched (no
+        preset, ``ranges``). A searched arm also has the row ``best``."""
+        if self.preset is None and self.ranges is not None:
+            return None
+        return "preset" if self.preset else "fixed"
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -203,7 +212,7 @@ class _Plan:
         jobs = []
         for seed in seeds:
             teacher, needs = self.teacher(exp, arm, seed)
-            run = f"{'preset' if arm.preset else 'fixed'}-{arm.model}-s{seed}"
+            run = f"{arm.own_row}-{arm.model}-s{seed}"
             layers = [{"task": exp.task, "model": arm.model}, arm.settings, exp.full, {"seed": seed}, teacher]
             jobs.append(self.train(exp, run, base, layers, needs))
         return jobs
@@ -236,7 +245,7 @@ def plan(root: str | Path, exps: Sequence[Experiment] = PROTOCOL, seeds: Sequenc
     jobs: list[Job] = []
     for exp in exps:
         for arm in sorted(exp.arms, key=lambda a: a.model != "gru"):
-            if arm.preset is not None or arm.ranges is None:
+            if arm.own_row:
                 jobs += p.rows(exp, arm, seeds)
         for arm in exp.arms:
             if arm.ranges is not None:

@@ -208,10 +208,9 @@ def searches_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
 
 
 def _kinds(arm: Arm) -> list[str]:
-    """The rows the protocol makes for ``arm``: its preset (or, without one and without a
-    search, its fixed settings) and the best of its search."""
-    rows = ["preset"] if arm.preset else ["fixed"] if arm.ranges is None else []
-    return rows + (["best"] if arm.ranges else [])
+    """The rows the protocol makes for ``arm`` (:attr:`Arm.own_row`, then ``best`` where it is
+    searched)."""
+    return [kind for kind in (arm.own_row, "best" if arm.ranges is not None else None) if kind]
 
 
 def _better_row(records: Path, exp: Experiment, arm: Arm) -> tuple[str, dict[str, Any]] | str:
