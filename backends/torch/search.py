@@ -19,8 +19,8 @@ Work saved, results unchanged:
 * every node is projected once: one matmul gives ``L_r c`` and ``R_r c`` for all ``r``
   (and ``W1 L_r c``, ``W1 R_r c`` when the shortcut below applies);
 * an *affine* activation ``u(z) = a z + c`` (``identity``, ``one_minus``) is never
-  materialized: a block stores ``z`` and the non-affine ``u(z)`` only; the vectors, the
-  soft mixture and the exclusion keys of the affine candidates are derived from ``z``;
+  materialized in the differentiable graph: a block stores ``z`` and the non-affine ``u(z)``
+  only, and the soft mixture of the affine candidates is derived from ``z``;
 * the first layer of ``alpha`` is linear, so ``W_1 u(z) + b_1 = a W_1 z + (c W_1 1 + b_1)``
   is shared by all affine activations of a ``(r, o, pair)`` (:class:`_AffineScores`, which
   keeps ``W_1 z`` for the backward pass and recomputes the sigmoids, rather than keeping
@@ -29,7 +29,10 @@ Work saved, results unchanged:
 * exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
   ``g . v`` first (computed in the working dtype, held as an interval that covers the
   tolerance and the rounding): two vectors whose intervals do not overlap cannot be equal,
-  and only the rare remaining pairs are compared entry by entry.
+  and only the rare remaining pairs are compared entry by entry, looked up in a detached
+  table of every candidate's vector (written once per block: one index op per lookup,
+  however many blocks the pairs come from);
+* the block is one autograd node where its layout allows (:mod:`cellgraph.backends.torch.fused`).
 
 The search and :func:`prepare` run in the *working dtype*, that of the parameters, with
 autocast switched off inside them (mixed precision is not applied to the full-RRNN search):
@@ -71,6 +74,7 @@ from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPRE
 from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.fused import fusable, fused_block
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
@@ -162,6 +166,11 @@ class SearchParams:
     W1_sum: Tensor
     norm: str = "none"
 
+    @property
+    def fused(self) -> bool:
+        """Whether the block runs as one autograd node (:func:`~cellgraph.backends.torch.fused.fusable`)."""
+        return fusable(self.plan.ops, self.plan.additive, self.plan.nonlinear, self.norm)
+
 
 @no_autocast()
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
@@ -202,8 +211,8 @@ class _KeyRule:
     working dtype, held as the interval ``key -+ (sum(g) EXCLUSION_TOL / 2 + rel m)`` where
     ``m`` bounds ``g . |v|``. Two vectors within ``EXCLUSION_TOL`` (max-abs) have keys within
     ``sum(g) EXCLUSION_TOL``, each computed with an error below ``(p + 2) eps m``, so their
-    intervals overlap: ``rel = 4 (p + 2) eps`` (the factor 4 covers the rounding of ``m``, of
-    the derived affine keys and of the interval ends)."""
+    intervals overlap: ``rel = 4 (p + 2) eps`` (the factor 4 covers the rounding of ``m`` and
+    of the interval ends)."""
 
     g: Tensor
     g_sum: float
@@ -261,26 +270,38 @@ class _AffineScores(torch.autograd.Function):
         return grad_t, torch.stack(grad_offset).view_as(offset), grad_w2, None
 
 
-def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor | None,
-           GR: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
-    """The candidates of one iteration, their scores and exclusion keys (a pure tensor
-    function, so that ``torch.compile`` can take it).
+def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None
+           ) -> tuple[Tensor, Tensor | None, Tensor]:
+    """The candidates of one iteration and their scores.
 
     Args:
         w: the run's weights.
-        rule: the exclusion keys.
         Lc, Rc: ``(B, n_r, P, p)`` ``L_r c_i`` and ``R_r c_j`` of the ``P`` pairs
             (``Rc`` may broadcast over ``P``).
         GL, GR: ``W1 L_r c_i``, ``W1 R_r c_j`` ``(B, n_r, P, H)`` with the shortcut, else None.
 
     Returns:
-        ``Z (B, n_o, n_r, P, p)`` the ``z`` (``zn`` under a candidate normalisation); ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine
-        ``u(z)`` (None without any); ``scores``, ``lo``, ``hi`` ``(B, size)`` in the
-        block's flat order (activation, op, tuple, pair), ``size = (n_nl + n_a) n_o n_r P``:
-        the scores and the key intervals (not differentiable; an affine candidate
-        ``v = a z + c`` gets the key ``a (g . z) + c sum(g)`` and the magnitude bound
-        ``|a| g . |z| + |c| sum(g)``).
+        ``Z (B, n_o, n_r, P, p)`` the ``z`` (``zn`` under a candidate normalisation);
+        ``Vn (B, n_nl, n_o, n_r, P, p)`` the non-affine ``u(z)`` (None without any);
+        ``scores (B, size)`` in the block's flat order (activation, op, tuple, pair),
+        ``size = (n_nl + n_a) n_o n_r P``.
+
+    Eagerly, a layout :func:`~cellgraph.backends.torch.fused.fusable` covers is built by
+    :func:`~cellgraph.backends.torch.fused.fused_block` (one autograd node); traced by
+    ``torch.compile`` (:class:`CompiledBlock`), or for any other layout, op by op.
     """
+    if w.fused and not torch.compiler.is_compiling():
+        Z, Vn, scores = fused_block(Lc, Rc, GL, GR, w.bias, w.W1_bias, w.W1T, w.b1, w.w2, w.offset, w.scale,
+                                    w.plan.nonlinear, w.plan.additive)
+    else:
+        Z, Vn, scores = _scored(w, Lc, Rc, GL, GR)
+    return Z, Vn, scores + w.b2
+
+
+def _scored(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None
+            ) -> tuple[Tensor, Tensor | None, Tensor]:
+    """``(Z, Vn, scores)`` of :func:`_block` (scores without ``b2``), op by op (a pure tensor
+    function, so that ``torch.compile`` can take it)."""
     plan, normed = w.plan, w.norm != "none"
     # o = +: b_r joins the smaller operand first (Rc is one node's for every pair at k >= 2)
     zs = [Lc + (Rc + w.bias) if additive else o(Lc, Rc) + w.bias for o, additive in zip(plan.ops, plan.additive)]
@@ -309,17 +330,7 @@ def _block(w: SearchParams, rule: _KeyRule, Lc: Tensor, Rc: Tensor, GL: Tensor |
                 t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
             per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
         scores.append(torch.stack(per_op, 2).view(B, -1))
-    keys, mags, g = [], [], rule.g
-    if Vn is not None:
-        V = Vn.detach()
-        keys.append((V @ g).view(B, -1))
-        mags.append((V.abs() @ g).view(B, -1))
-    if plan.affine:
-        z, a = Z.detach(), w.scale.detach()
-        c = w.affine_c.detach().view(-1, 1, 1, 1) * rule.g_sum
-        keys.append(((z @ g).unsqueeze(1) * a + c).view(B, -1))
-        mags.append(((z.abs() @ g).unsqueeze(1) * a.abs() + c.abs()).view(B, -1))
-    return Z, Vn, torch.cat(scores, 1) + w.b2, *rule.interval(torch.cat(keys, 1), torch.cat(mags, 1))
+    return Z, Vn, torch.cat(scores, 1)
 
 
 def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
@@ -369,6 +380,19 @@ class _Block:
                 out = v if out is None else torch.where(u == n_nl + k, v, out)
         return out
 
+    def write(self, out: Tensor) -> None:
+        """Write the vectors of all candidates, detached, into ``out (size, B, p)`` (flat
+        order first)."""
+        B, p, X, n_nl = out.shape[1], self.Z.shape[-1], self.X, self.n_nl
+        if n_nl:
+            out[:n_nl * X].copy_(self.Vn.detach().view(B, n_nl * X, p).transpose(0, 1))
+        z = self.Z.detach().view(B, X, p).transpose(0, 1)
+        for k, (a, c) in enumerate(zip(self.plan.affine_a, self.plan.affine_c)):
+            seg = out[(n_nl + k) * X:(n_nl + k + 1) * X]
+            torch.mul(z, a, out=seg)
+            if c:
+                seg.add_(c)
+
     def mix(self, w: Tensor) -> Tensor:
         """``(B, p)`` sum of the candidate vectors weighted by ``w (B, size)``."""
         B, p, X, n_nl = w.shape[0], self.Z.shape[-1], self.X, self.n_nl
@@ -388,7 +412,8 @@ class _Candidates:
     per-block partial sums of the soft mixture (recomputed only when a block's eligibility
     changes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, table: Tensor, rule: _KeyRule) -> None:
+        self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
         self.blocks: list[_Block] = []
         self.starts: list[int] = []
         self.size = 0
@@ -396,7 +421,12 @@ class _Candidates:
         self.lo = self.hi = self.excluded = self.keyid = None
         self._sums: list[tuple[Tensor, Tensor, Tensor] | None] = []
 
-    def add(self, block: _Block, lo: Tensor, hi: Tensor, keyid: Tensor) -> None:
+    def add(self, block: _Block, keyid: Tensor) -> None:
+        """Append ``block``: its vectors to the table, their key intervals, its scores."""
+        with torch.no_grad():
+            vectors = self.table[self.size:self.size + block.size]
+            block.write(vectors)
+            lo, hi = (bound.T for bound in self.rule.of_vectors(vectors))
         self.blocks.append(block)
         self.starts.append(self.size)
         self._sums.append(None)
@@ -423,6 +453,10 @@ class _Candidates:
             self.excluded = excluded
             for i in self._block_of(changed, first).unique().tolist():
                 self._sums[first + i] = None
+
+    def looked_up(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
+        """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``), detached."""
+        return self.table[c + self.starts[first], b]
 
     def vectors(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``)."""
@@ -494,7 +528,7 @@ def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo
         out[rows, known, 0] = True
     if near.any():
         b, c, m = near.nonzero(as_tuple=True)
-        equal = (cands.vectors(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
+        equal = (cands.looked_up(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
         out[b[equal], c[equal], m[equal]] = True
     return out
 
@@ -514,7 +548,7 @@ def _chosen(cands: _Candidates, choice: Tensor, hard: Tensor | None, soft_node: 
             b: Tensor, m: Tensor) -> Tensor:
     """The reference vectors of that check: ``c_k*`` (``m = 0``; ``hard`` or looked up) and
     the soft node (``m = 1``)."""
-    v = cands.vectors(b, choice[b]) if hard is None else hard.detach()[b]
+    v = cands.looked_up(b, choice[b]) if hard is None else hard.detach()[b]
     return v if soft_node is None else torch.where((m == 0)[:, None], v, soft_node[b])
 
 
@@ -636,22 +670,24 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     nodes = list(leaves.unbind(1))
     node_lo: list[Tensor] = []
     node_hi: list[Tensor] = []
-    cands = _Candidates()
+    total = len(space.activations) * len(space.ops) * n_r * sum(
+        len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
+    cands = _Candidates(leaves.new_empty(total, B, p), rule)
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores = [], [], []
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
-        Z, Vn, scores, lo, hi = (compiled or _block)(
-            params, rule, proj.gather("L", left), proj.gather("R", right),
-            proj.gather("GL", left), proj.gather("GR", right),
+        Z, Vn, scores = (compiled or _block)(
+            params, proj.gather("L", left), proj.gather("R", right), proj.gather("GL", left), proj.gather("GR", right),
         )
-        cands.add(_Block(params, Z, Vn, scores), lo, hi, _keyid(plan, n_r, code, left, right, device))
+        cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))
         if node_lo:  # the new block against P_{k-1}
             _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi)
         choice, eligible = _choose(cands, k)
         chosen_keys.append(cands.keyid[choice])
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
-        hard = None if mode == "soft" else cands.vectors(rows, choice)
+        hard = None if mode == "soft" else (cands.vectors(rows, choice) if torch.is_grad_enabled()
+                                              else cands.looked_up(rows, choice))
         node = hard
         if soft:
             mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
