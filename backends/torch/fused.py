@@ -100,28 +100,31 @@ class _FusedBlock(torch.autograd.Function):
                                            for u in range(n_a)], 1))
             scores.append(torch.stack(per_op, 2).view(B, -1))
         ctx.layout = layout
+        ctx.set_materialize_grads(False)  # no gradient of the scores (hard mode): no scoring backward
         ctx.save_for_backward(Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, Vn, h1, *ts)
         return Z, Vn, torch.cat(scores, 1)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dZ: Tensor | None, dVn: Tensor | None, dscores: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx, dZ: Tensor | None, dVn: Tensor | None, dscores: Tensor | None) -> tuple[Tensor | None, ...]:
         Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, Vn, h1, *ts = ctx.saved_tensors
         nonlinear, additive = ctx.layout
         B, n_o, n_r, P, p = Z.shape
         n_nl, n_a, X = len(nonlinear), scale.shape[0], n_o * n_r * P
         dZ = torch.zeros_like(Z) if dZ is None else dZ.clone()
         grads = dict.fromkeys(("W1T", "b1", "w2", "offset", "GL", "GR", "W1_bias"))
-        if n_nl:  # alpha(v) = w2 . h1, h1 = sigmoid(W1 v + b1)
+        dV = dVn
+        if n_nl and dscores is not None:  # alpha(v) = w2 . h1, h1 = sigmoid(W1 v + b1)
             g = dscores[:, :n_nl * X].reshape(-1)
             grads["w2"] = torch.mv(h1.T, g)
             dh1 = torch.ops.aten.sigmoid_backward(w2.expand_as(h1), h1).mul_(g[:, None])
             grads["b1"] = dh1.sum(0)
             grads["W1T"] = torch.mm(Vn.view(-1, p).T, dh1)
             dV = (torch.mm(dh1, W1T.T) if dVn is None else torch.addmm(dVn.reshape(-1, p), dh1, W1T.T)).view_as(Vn)
+        if dV is not None:
             for u, act in enumerate(nonlinear):
                 dZ.add_(_ACTIVATIONS[act][1](dV[:, u], Vn[:, u]))
-        if n_a:
+        if n_a and dscores is not None:
             _affine_backward(ctx, dscores[:, n_nl * X:].reshape(B, n_a, n_o, n_r, P), dZ, grads,
                              (GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, ts))
         dLc, dRc, dbias = _operations_backward(additive, dZ, Lc, Rc, bias)

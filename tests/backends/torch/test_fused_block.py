@@ -1,0 +1,148 @@
+"""The fused candidate block (one autograd node, its backward written out) against the op-by-op
+block it replaces: the same values and gradients in float64, for every layout it covers, and
+the same search results; layouts it does not cover run op by op."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from cellgraph.backends.torch import search as search_module
+from cellgraph.backends.torch.search import prepare, search
+from cellgraph.cell import registry
+from cellgraph.cell.expr import h, x, zero
+from cellgraph.cell.layout import SearchSpace
+from cellgraph.targets import GRU_U, OPS
+
+LAYOUTS = [
+    (GRU_U, OPS),
+    (("sigmoid", "tanh", "relu"), OPS),
+    (("identity", "one_minus"), OPS),
+    (GRU_U, ("add",)),
+    (GRU_U, ("mul",)),
+    (("tanh",), ("mul",)),
+]
+
+
+def _params(activations, ops, p=5, H=7, seed=0, norm="none"):
+    space = SearchSpace((0, 1, 2), activations, ops, (x,), (h,), (zero,), 3)
+    g = torch.Generator().manual_seed(seed)
+    draw = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)  # noqa: E731
+    weights = [draw(3, p, p), draw(3, p, p), draw(3, p), draw(H, p), draw(H), draw(H), draw(())]
+    return prepare(space, *weights, norm=norm), weights
+
+
+def _inputs(params, P, broadcast, B=3, seed=1):
+    """``Lc, Rc, GL, GR`` of ``P`` pairs (``Rc``, ``GR`` one node's when ``broadcast``)."""
+    g = torch.Generator().manual_seed(seed)
+    n_r, p, H = params.bias.shape[0], params.bias.shape[-1], params.W1T.shape[1]
+    right = 1 if broadcast else P
+    draw = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)  # noqa: E731
+    return draw(B, n_r, P, p), draw(B, n_r, right, p), draw(B, n_r, P, H), draw(B, n_r, right, H)
+
+
+def _outputs_and_grads(block, params, weights, inputs, seed=2):
+    """The block's ``(Z, Vn, scores)`` and the gradients of the weights and inputs of a
+    random linear function of all three."""
+    GL, GR = inputs[2:] if params.plan.shortcut else (None, None)
+    outputs = [o for o in block(params, inputs[0], inputs[1], GL, GR) if o is not None]
+    g = torch.Generator().manual_seed(seed)
+    loss = sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum() for o in outputs)
+    leaves = weights + list(inputs[:2]) + ([GL, GR] if GL is not None else [])
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True, retain_graph=True)
+    return [o.detach() for o in outputs], grads
+
+
+def _op_by_op(params, Lc, Rc, GL, GR):
+    Z, Vn, scores = search_module._scored(params, Lc, Rc, GL, GR)
+    return Z, Vn, scores + params.b2
+
+
+@pytest.mark.parametrize("activations, ops", LAYOUTS)
+@pytest.mark.parametrize("P, broadcast", [(4, True), (3, False), (1, True)])
+def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast):
+    params, weights = _params(activations, ops)
+    assert params.fused
+    inputs = _inputs(params, P, broadcast)
+    fused, fused_grads = _outputs_and_grads(search_module._block, params, weights, inputs)
+    plain, plain_grads = _outputs_and_grads(_op_by_op, params, weights, inputs)
+    assert len(fused) == len(plain)
+    for a, b in zip(fused, plain):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fused_grads, plain_grads):
+        if b is None:  # b2 of an all-affine layout has no nonlinear path; both agree on None
+            assert a is None or not a.any()
+            continue
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_block_gradcheck():
+    params, _ = _params(GRU_U, OPS, p=3, H=4)
+    Lc, Rc, GL, GR = _inputs(params, 2, True, B=2)
+    consts = [t.detach().requires_grad_() for t in (params.bias, params.W1_bias, params.W1T, params.b1,
+                                                      params.w2, params.offset)]
+
+    def block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset):
+        return search_module.fused_block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, params.scale,
+                                         params.plan.nonlinear, params.plan.additive)
+
+    assert torch.autograd.gradcheck(block, (Lc, Rc, GL, GR, *consts))
+
+
+def test_layouts_the_fused_block_does_not_cover_run_op_by_op():
+    assert _params(GRU_U, OPS)[0].fused
+    assert not _params(GRU_U, OPS, norm="sample")[0].fused
+    assert not _params(GRU_U, OPS, norm="batch")[0].fused
+    with registry.scoped():  # a user's own torch form of a built-in name is not the built-in
+        entry = registry.activation("sigmoid")
+        registry.register_activation(dataclasses.replace(entry, numeric={**entry.numeric, "torch": lambda z: 1 / (1 + (-z).exp())}),
+                                     replace=True)
+        assert not _params(GRU_U, OPS)[0].fused
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft", "straight-through"])
+def test_search_fused_and_op_by_op_agree(mode, monkeypatch):
+    """Whole searches (float64): the same trees, the same vectors, the same gradients."""
+    rng = np.random.default_rng(0)
+    space = SearchSpace((0, 1, 2), GRU_U, OPS, (x,), (h,), (zero,), 5)
+    p, H = 4, 6
+
+    def run():
+        weights = [torch.tensor(rng_copy.normal(size=s), requires_grad=True)
+                   for s in ((3, p, p), (3, p, p), (3, p), (H, p), (H,), (H,), ())]
+        leaves = torch.tensor(np.stack([rng_copy.normal(size=(3, p)), rng_copy.normal(size=(3, p)),
+                                        np.zeros((3, p))], 1))
+        trace = search(prepare(space, *weights), leaves, mode)
+        trace.vectors.square().sum().backward()
+        return trace, [w.grad for w in weights]
+
+    state = rng.bit_generator.state
+    results = []
+    for fused in (True, False):
+        rng_copy = np.random.default_rng()
+        rng_copy.bit_generator.state = state
+        if not fused:
+            monkeypatch.setattr(search_module.SearchParams, "fused", property(lambda self: False))
+        results.append(run())
+    (a, grads_a), (b, grads_b) = results
+    for name in ("left", "right", "tuple_pos", "op_pos", "act_pos"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    torch.testing.assert_close(a.vectors, b.vectors, rtol=1e-12, atol=1e-12)
+    for ga, gb in zip(grads_a, grads_b):  # None (no path to the loss) reads as zero
+        if ga is None and gb is None:
+            continue
+        torch.testing.assert_close(_dense(ga, gb), _dense(gb, ga), rtol=1e-9, atol=1e-12)
+
+
+def _dense(grad, other):
+    return torch.zeros_like(other) if grad is None else grad
+
+
+def test_every_layout_of_the_paper_sets_is_fused():
+    for n in range(1, len(GRU_U) + 1):
+        for activations in itertools.combinations(GRU_U, n):
+            assert _params(activations, OPS)[0].fused
