@@ -99,3 +99,20 @@ def test_search_flops_count_the_incremental_pairs():
     per_candidate = 2 * p * H + 2 * H
     build = 6 * 4 * 2 * (2 * p + 4 * p)
     assert flops["nominal"] == projection + build + 6 * 32 * per_candidate
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_best_time_keeps_the_garbage_collector_out_of_the_timed_calls(enabled):
+    import gc
+
+    from cellgraph.benchmarks.measure import best_time
+
+    seen = []
+    before = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        best_time(lambda: seen.append(gc.isenabled()), repeat=3, warmup=1)
+        assert seen == [enabled, False, False, False]  # the warm-up as the caller had it, then off
+        assert gc.isenabled() is enabled  # restored
+    finally:
+        (gc.enable if before else gc.disable)()
