@@ -408,9 +408,10 @@ class _Block:
 
 
 class _Candidates:
-    """All blocks of a cell so far, with their flat scalar data concatenated, and the
-    per-block partial sums of the soft mixture (recomputed only when a block's eligibility
-    changes)."""
+    """All blocks of a cell so far, with their flat scalar data concatenated, a detached table
+    of every candidate's vector (preallocated for the whole search, filled block by block),
+    and the per-block partial sums of the soft mixture (recomputed only when a block's
+    eligibility changes)."""
 
     def __init__(self, table: Tensor, rule: _KeyRule) -> None:
         self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
@@ -458,16 +459,16 @@ class _Candidates:
         """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``), detached."""
         return self.table[c + self.starts[first], b]
 
-    def vectors(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
-        """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``)."""
-        if first == len(self.blocks) - 1:
-            return self.blocks[first].vectors(b, c)
-        where = self._block_of(c, first)
-        base = self.starts[first]
+    def vectors(self, b: Tensor, c: Tensor) -> Tensor:
+        """``(K, p)`` vectors of flat candidates ``c`` of samples ``b``, differentiable (the
+        hard node; :meth:`looked_up` gives them detached, in one op)."""
+        if len(self.blocks) == 1:
+            return self.blocks[0].vectors(b, c)
+        where = self._block_of(c)
         out = None
         for i in where.unique().tolist():
             sel = (where == i).nonzero()[:, 0]
-            vec = self.blocks[first + i].vectors(b[sel], c[sel] - (self.starts[first + i] - base))
+            vec = self.blocks[i].vectors(b[sel], c[sel] - self.starts[i])
             out = vec.new_zeros(c.shape[0], vec.shape[-1]) if out is None else out
             out = out.index_put((sel,), vec)
         return out
