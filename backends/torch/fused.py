@@ -20,7 +20,10 @@ for ``tanh``, computed as ``2 sigmoid(2z) - 1`` (within a few units of rounding 
 
 It covers the built-in ``add`` and ``mul`` and the built-in non-affine activations whose
 derivative is a function of their output (``sigmoid``, ``tanh``, ``relu``), without candidate
-normalisation; :func:`fusable` says whether a layout is covered.
+normalisation or with the per-candidate one (``sample``: ``v`` and, for the affine
+activations, ``z`` replaced by ``(v - mean) / sqrt(var + eps)`` over each candidate's
+features, where ``W1 zn = (W1 z - mean W1 1) / sqrt(var + eps)`` keeps the per-node sum for
+``o = add``); :func:`fusable` says whether a layout is covered.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from cellgraph.algorithm2 import NORM_EPS
 
 __all__ = ["fusable", "fused_block"]
 
@@ -51,8 +56,19 @@ def fusable(ops: tuple[Callable, ...], additive: tuple[bool, ...], nonlinear: tu
             norm: str) -> bool:
     """Whether the block of a layout (its torch ops, which of them are the built-in ``add``,
     its non-affine activations) and candidate normalisation ``norm`` runs fused."""
-    return (norm == "none" and all(add or o is torch.mul for o, add in zip(ops, additive))
+    return (norm in ("none", "sample") and all(add or o is torch.mul for o, add in zip(ops, additive))
             and all(u in _ACTIVATIONS for u in nonlinear))
+
+
+def _layer_norm(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(xn, mean, rstd)`` over the last dimension (no affine part)."""
+    return torch.native_layer_norm(x, (x.shape[-1],), None, None, NORM_EPS)
+
+
+def _layer_norm_grad(grad: Tensor, x: Tensor, mean: Tensor, rstd: Tensor) -> Tensor:
+    """The gradient of ``x`` from that of :func:`_layer_norm`'s output."""
+    return torch.ops.aten.native_layer_norm_backward(grad, x, (x.shape[-1],), mean, rstd, None, None,
+                                                     (True, False, False))[0]
 
 
 def _affine_first_layer(u: int, t: Tensor | None, GL: Tensor | None, base: Tensor | None,
@@ -70,8 +86,9 @@ class _FusedBlock(torch.autograd.Function):
     @staticmethod
     def forward(ctx, Lc: Tensor, Rc: Tensor, bias: Tensor, GL: Tensor | None, GR: Tensor | None,
                 W1_bias: Tensor, W1T: Tensor, b1: Tensor, w2: Tensor, offset: Tensor, scale: Tensor,
-                layout: tuple[tuple[Callable, ...], tuple[bool, ...]]) -> tuple[Tensor, Tensor | None, Tensor]:
-        nonlinear, additive = layout
+                W1_sum: Tensor, layout: tuple[tuple[Callable, ...], tuple[bool, ...], bool]
+                ) -> tuple[Tensor, Tensor | None, Tensor]:
+        nonlinear, additive, sample = layout
         B, n_r, P, p = Lc.shape
         n_o, n_nl, n_a = len(additive), len(nonlinear), scale.shape[0]
         Z = Lc.new_empty(B, n_o, n_r, P, p)
@@ -80,39 +97,50 @@ class _FusedBlock(torch.autograd.Function):
                 torch.add(Lc, Rc + bias, out=Z[:, o])
             else:
                 torch.mul(Lc, Rc, out=Z[:, o]).add_(bias)
-        scores, Vn, h1 = [], None, None
+        scores, Vr, Vn, h1, v_stats = [], None, None, None, (None, None)
         if n_nl:
-            Vn = Lc.new_empty(B, n_nl, n_o, n_r, P, p)
+            Vr = Lc.new_empty(B, n_nl, n_o, n_r, P, p)
             for u, act in enumerate(nonlinear):
-                _ACTIVATIONS[act][0](Z, Vn[:, u])
+                _ACTIVATIONS[act][0](Z, Vr[:, u])
+            Vn, *v_stats = _layer_norm(Vr) if sample else (Vr, None, None)
             h1 = torch.addmm(b1, Vn.view(-1, p), W1T).sigmoid_()
             scores.append((h1 @ w2).view(B, -1))
         ts: list[Tensor | None] = []
-        base = None
+        base, Zn, z_stats = None, Z, (None, None)
         if n_a:
+            if sample:
+                Zn, *z_stats = _layer_norm(Z)
             per_op = []
             for o, add in enumerate(additive):
                 if add:
                     base = GR + W1_bias
-                t = None if add else torch.matmul(Z[:, o], W1T)
+                t = None
+                if not add:
+                    t = torch.matmul(Zn[:, o], W1T)
+                elif sample:  # W1 zn = (W1 z - mean W1 1) rstd
+                    t = (GL + base).sub_(z_stats[0][:, o] * W1_sum).mul_(z_stats[1][:, o])
                 ts.append(t)
                 per_op.append(torch.stack([_affine_first_layer(u, t, GL, base, offset, scale).sigmoid_() @ w2
                                            for u in range(n_a)], 1))
             scores.append(torch.stack(per_op, 2).view(B, -1))
         ctx.layout = layout
         ctx.set_materialize_grads(False)  # no gradient of the scores (hard mode): no scoring backward
-        ctx.save_for_backward(Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, Vn, h1, *ts)
-        return Z, Vn, torch.cat(scores, 1)
+        ctx.save_for_backward(Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Z, Zn,
+                              *z_stats, Vr, Vn, *v_stats, h1, *ts)
+        return Zn, Vn, torch.cat(scores, 1)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dZ: Tensor | None, dVn: Tensor | None, dscores: Tensor | None) -> tuple[Tensor | None, ...]:
-        Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, Vn, h1, *ts = ctx.saved_tensors
-        nonlinear, additive = ctx.layout
+    def backward(ctx, dZn: Tensor | None, dVn: Tensor | None, dscores: Tensor | None) -> tuple[Tensor | None, ...]:
+        (Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Z, Zn, z_mean, z_rstd,
+         Vr, Vn, v_mean, v_rstd, h1, *ts) = ctx.saved_tensors
+        nonlinear, additive, sample = ctx.layout
         B, n_o, n_r, P, p = Z.shape
         n_nl, n_a, X = len(nonlinear), scale.shape[0], n_o * n_r * P
-        dZ = torch.zeros_like(Z) if dZ is None else dZ.clone()
-        grads = dict.fromkeys(("W1T", "b1", "w2", "offset", "GL", "GR", "W1_bias"))
+        normed = sample and n_a > 0  # the block's Z is zn
+        dZn = torch.zeros_like(Z) if dZn is None else dZn.clone()
+        dZ = torch.zeros_like(Z) if normed else dZn  # the gradient of the raw z
+        grads = dict.fromkeys(("W1T", "b1", "w2", "offset", "GL", "GR", "W1_bias", "W1_sum"))
         dV = dVn
         if n_nl and dscores is not None:  # alpha(v) = w2 . h1, h1 = sigmoid(W1 v + b1)
             g = dscores[:, :n_nl * X].reshape(-1)
@@ -122,46 +150,68 @@ class _FusedBlock(torch.autograd.Function):
             grads["W1T"] = torch.mm(Vn.view(-1, p).T, dh1)
             dV = (torch.mm(dh1, W1T.T) if dVn is None else torch.addmm(dVn.reshape(-1, p), dh1, W1T.T)).view_as(Vn)
         if dV is not None:
+            if sample:
+                dV = _layer_norm_grad(dV, Vr, v_mean, v_rstd)
             for u, act in enumerate(nonlinear):
-                dZ.add_(_ACTIVATIONS[act][1](dV[:, u], Vn[:, u]))
+                dZ.add_(_ACTIVATIONS[act][1](dV[:, u], Vr[:, u]))
         if n_a and dscores is not None:
-            _affine_backward(ctx, dscores[:, n_nl * X:].reshape(B, n_a, n_o, n_r, P), dZ, grads,
-                             (GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, ts))
+            _affine_backward(ctx, dscores[:, n_nl * X:].reshape(B, n_a, n_o, n_r, P), dZn, dZ, grads,
+                             (GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Zn, z_mean, z_rstd, ts))
+        if normed:
+            dZ.add_(_layer_norm_grad(dZn, Z, z_mean, z_rstd))
         dLc, dRc, dbias = _operations_backward(additive, dZ, Lc, Rc, bias)
         return (dLc, dRc, dbias, grads["GL"], grads["GR"], grads["W1_bias"], grads["W1T"], grads["b1"],
-                grads["w2"], grads["offset"], None, None)
+                grads["w2"], grads["offset"], None, grads["W1_sum"], None)
 
 
 def _accumulate(grads: dict[str, Tensor | None], name: str, value: Tensor) -> None:
     grads[name] = value if grads[name] is None else grads[name].add_(value)
 
 
-def _affine_backward(ctx, g: Tensor, dZ: Tensor, grads: dict[str, Tensor | None], saved: tuple) -> None:
+def _affine_backward(ctx, g: Tensor, dZn: Tensor, dZ: Tensor, grads: dict[str, Tensor | None], saved: tuple) -> None:
     """Gradients of the affine activations' scores ``g (B, n_a, n_o, n_r, P)``: the first
     layer's sigmoids are recomputed one ``(B, n_r, P, H)`` slab at a time (not kept); ``W1 z``
-    of ``o = add`` flows to ``GL``, ``GR`` and ``W1 b_r``, that of other ops to ``z`` and ``W1``."""
-    GL, GR, W1_bias, base, W1T, w2, offset, scale, Z, ts = saved
+    of ``o = add`` flows to ``GL``, ``GR`` and ``W1 b_r`` (and, normalised, to the raw ``z``
+    ``dZ`` through its mean and rstd, and to ``W1 1``), that of other ops to ``zn`` ``dZn``
+    and ``W1``."""
+    GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Zn, z_mean, z_rstd, ts = saved
     offsets = []
     for o, add in enumerate(ctx.layout[1]):
         t = ts[o] if ts else None
         dt = None
         for u in range(scale.shape[0]):
-            s = _affine_first_layer(u, None if add else t, GL, base, offset, scale).sigmoid_()
+            s = _affine_first_layer(u, t, GL, base, offset, scale).sigmoid_()
             gu = g[:, u, o]
             _accumulate(grads, "w2", torch.mv(s.view(-1, s.shape[-1]).T, gu.reshape(-1)))
             ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(gu[..., None])
             offsets.append((u, ds.sum((0, 1, 2))))
             dt = ds.mul_(scale[u]) if dt is None else dt.addcmul_(ds, scale[u])
+        if add and z_mean is not None:  # t = (W1 z - m W1 1) r, m and r the mean and rstd of z
+            _normalised_sum_backward(dt, t, Zn[:, o], z_mean[:, o], z_rstd[:, o], W1_sum, dZ[:, o], grads)
+            dt = dt.mul_(z_rstd[:, o])  # the gradient of W1 z
         if add:
             _accumulate(grads, "GL", dt)
             dbase = dt.sum_to_size(base.shape)
             grads["GR"] = dbase.sum_to_size(GR.shape).clone()
             grads["W1_bias"] = dbase.sum_to_size(W1_bias.shape).clone()
         else:
-            _accumulate(grads, "W1T", torch.mm(Z[:, o].reshape(-1, Z.shape[-1]).T, dt.view(-1, dt.shape[-1])))
-            dZ[:, o].add_(torch.matmul(dt, W1T.T))
+            _accumulate(grads, "W1T", torch.mm(Zn[:, o].reshape(-1, Zn.shape[-1]).T, dt.view(-1, dt.shape[-1])))
+            dZn[:, o].add_(torch.matmul(dt, W1T.T))
     per_u = [sum(v for k, v in offsets if k == u) for u in range(scale.shape[0])]
     grads["offset"] = torch.stack(per_u).view_as(offset)
+
+
+def _normalised_sum_backward(dt: Tensor, t: Tensor, zn: Tensor, mean: Tensor, rstd: Tensor, W1_sum: Tensor,
+                             dz: Tensor, grads: dict[str, Tensor | None]) -> None:
+    """For ``t = (W1 z - m W1 1) r`` with ``m``, ``r = 1 / sqrt(var + eps)`` the mean and rstd
+    of ``z`` over its ``p`` features (``t``, ``dt`` ``(B, n_r, P, H)``; ``zn``, ``dz``
+    ``(B, n_r, P, p)``): add the gradient of ``z`` through ``m`` and ``r`` to ``dz``, and that of
+    ``W1 1``. ``dm = -r (dt . W1 1)``, ``dr = dt . t / r``; ``dz_i = dm / p - dr r^2 zn_i / p``."""
+    p = zn.shape[-1]
+    dm = -(dt @ W1_sum)[..., None] * rstd
+    dr = (dt * t).sum(-1, keepdim=True) / rstd
+    dz.add_(dm / p).sub_(zn * (dr * rstd.square() / p))
+    _accumulate(grads, "W1_sum", -(dt * (mean * rstd)).sum((0, 1, 2)))
 
 
 def _operations_backward(additive: tuple[bool, ...], dZ: Tensor, Lc: Tensor, Rc: Tensor, bias: Tensor
@@ -180,8 +230,9 @@ def _operations_backward(additive: tuple[bool, ...], dZ: Tensor, Lc: Tensor, Rc:
 
 
 def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bias: Tensor, W1_bias: Tensor,
-                W1T: Tensor, b1: Tensor, w2: Tensor, offset: Tensor, scale: Tensor,
-                nonlinear: tuple[Callable, ...], additive: tuple[bool, ...]) -> tuple[Tensor, Tensor | None, Tensor]:
+                W1T: Tensor, b1: Tensor, w2: Tensor, offset: Tensor, scale: Tensor, W1_sum: Tensor,
+                nonlinear: tuple[Callable, ...], additive: tuple[bool, ...], norm: str = "none"
+                ) -> tuple[Tensor, Tensor | None, Tensor]:
     """The candidates of one iteration and their scores, one autograd node.
 
     Args:
@@ -193,12 +244,16 @@ def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bi
             ``(H,)`` of the scoring network (sigmoid form, without ``b2``).
         offset, scale: ``(n_a, 1, 1, H)`` ``c W1 1 + b1`` and ``(n_a, 1, 1, 1)`` ``a`` of the
             affine activations ``u(z) = a z + c``.
+        W1_sum: ``(H,)`` ``W1 1`` (read under the ``sample`` normalisation).
         nonlinear: the torch functions of the non-affine activations (:func:`fusable`).
         additive: per operation, whether it is ``add`` (else ``mul``).
+        norm: the candidate normalisation, ``none`` or ``sample``.
 
     Returns:
-        ``Z (B, n_o, n_r, P, p)``, ``Vn (B, n_nl, n_o, n_r, P, p)`` (None without a non-affine
-        activation) and the scores without ``b2`` ``(B, (n_nl + n_a) n_o n_r P)`` in the
-        block's flat order (activation, operation, tuple, pair).
+        ``Z (B, n_o, n_r, P, p)`` (``zn`` under ``sample`` with an affine activation),
+        ``Vn (B, n_nl, n_o, n_r, P, p)`` (normalised under ``sample``; None without a
+        non-affine activation) and the scores without ``b2`` ``(B, (n_nl + n_a) n_o n_r P)``
+        in the block's flat order (activation, operation, tuple, pair).
     """
-    return _FusedBlock.apply(Lc, Rc, bias, GL, GR, W1_bias, W1T, b1, w2, offset, scale, (nonlinear, additive))
+    return _FusedBlock.apply(Lc, Rc, bias, GL, GR, W1_bias, W1T, b1, w2, offset, scale, W1_sum,
+                             (nonlinear, additive, norm == "sample"))

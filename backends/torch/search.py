@@ -292,7 +292,7 @@ def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tenso
     """
     if w.fused and not torch.compiler.is_compiling():
         Z, Vn, scores = fused_block(Lc, Rc, GL, GR, w.bias, w.W1_bias, w.W1T, w.b1, w.w2, w.offset, w.scale,
-                                    w.plan.nonlinear, w.plan.additive)
+                                    w.W1_sum, w.plan.nonlinear, w.plan.additive, w.norm)
     else:
         Z, Vn, scores = _scored(w, Lc, Rc, GL, GR)
     return Z, Vn, scores + w.b2

@@ -1,6 +1,7 @@
 """The fused candidate block (one autograd node, its backward written out) against the op-by-op
-block it replaces: the same values and gradients in float64, for every layout it covers, and
-the same search results; layouts it does not cover run op by op."""
+block it replaces: the same values and gradients in float64, for every layout it covers, with
+and without the per-sample candidate normalisation, and the same search results; layouts it
+does not cover run op by op."""
 
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ def _op_by_op(params, Lc, Rc, GL, GR):
     return Z, Vn, scores + params.b2
 
 
+@pytest.mark.parametrize("norm", ["none", "sample"])
 @pytest.mark.parametrize("activations, ops", LAYOUTS)
 @pytest.mark.parametrize("P, broadcast", [(4, True), (3, False), (1, True)])
-def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast):
-    params, weights = _params(activations, ops)
+def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast, norm):
+    params, weights = _params(activations, ops, norm=norm)
     assert params.fused
     inputs = _inputs(params, P, broadcast)
     fused, fused_grads = _outputs_and_grads(search_module._block, params, weights, inputs)
@@ -80,22 +82,23 @@ def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_fused_block_gradcheck():
-    params, _ = _params(GRU_U, OPS, p=3, H=4)
+@pytest.mark.parametrize("norm", ["none", "sample"])
+def test_fused_block_gradcheck(norm):
+    params, _ = _params(GRU_U, OPS, p=3, H=4, norm=norm)
     Lc, Rc, GL, GR = _inputs(params, 2, True, B=2)
     consts = [t.detach().requires_grad_() for t in (params.bias, params.W1_bias, params.W1T, params.b1,
-                                                      params.w2, params.offset)]
+                                                      params.w2, params.offset, params.W1_sum)]
 
-    def block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset):
-        return search_module.fused_block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, params.scale,
-                                         params.plan.nonlinear, params.plan.additive)
+    def block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, W1_sum):
+        return search_module.fused_block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, params.scale, W1_sum,
+                                         params.plan.nonlinear, params.plan.additive, norm)
 
     assert torch.autograd.gradcheck(block, (Lc, Rc, GL, GR, *consts))
 
 
 def test_layouts_the_fused_block_does_not_cover_run_op_by_op():
     assert _params(GRU_U, OPS)[0].fused
-    assert not _params(GRU_U, OPS, norm="sample")[0].fused
+    assert _params(GRU_U, OPS, norm="sample")[0].fused
     assert not _params(GRU_U, OPS, norm="batch")[0].fused
     with registry.scoped():  # a user's own torch form of a built-in name is not the built-in
         entry = registry.activation("sigmoid")
@@ -104,8 +107,9 @@ def test_layouts_the_fused_block_does_not_cover_run_op_by_op():
         assert not _params(GRU_U, OPS)[0].fused
 
 
+@pytest.mark.parametrize("norm", ["none", "sample"])
 @pytest.mark.parametrize("mode", ["hard", "soft", "straight-through"])
-def test_search_fused_and_op_by_op_agree(mode, monkeypatch):
+def test_search_fused_and_op_by_op_agree(mode, norm, monkeypatch):
     """Whole searches (float64): the same trees, the same vectors, the same gradients."""
     rng = np.random.default_rng(0)
     space = SearchSpace((0, 1, 2), GRU_U, OPS, (x,), (h,), (zero,), 5)
@@ -116,7 +120,7 @@ def test_search_fused_and_op_by_op_agree(mode, monkeypatch):
                    for s in ((3, p, p), (3, p, p), (3, p), (H, p), (H,), (H,), ())]
         leaves = torch.tensor(np.stack([rng_copy.normal(size=(3, p)), rng_copy.normal(size=(3, p)),
                                         np.zeros((3, p))], 1))
-        trace = search(prepare(space, *weights), leaves, mode)
+        trace = search(prepare(space, *weights, norm=norm), leaves, mode)
         trace.vectors.square().sum().backward()
         return trace, [w.grad for w in weights]
 
