@@ -38,10 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code. Bad input (a :class:`CellGraphError` or an
     ``OSError`` such as a missing file or a folder given as a file) is one line on stderr
     and exit code 2, and so is a missing torch, named with its install command; argparse
-    exits 2 on bad arguments. When the reader of stdout goes away
-    (``cellgraph ... | head``) the command stops quietly with code 141, as a process ended
-    by SIGPIPE does."""
+    exits 2 on bad arguments, and so does an argument with a NUL byte (no file name or value
+    can hold one; the operating system would refuse it deep inside). When the reader of
+    stdout goes away (``cellgraph ... | head``) the command stops quietly with code 141, as a
+    process ended by SIGPIPE does."""
     parser = build_parser()
+    given = sys.argv[1:] if argv is None else argv
+    bad = next((arg for arg in given if "\x00" in arg), None)
+    if bad is not None:
+        parser.error(f"argument {bad!r} holds a NUL byte")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -139,3 +139,13 @@ def test_help(capsys, command):
     with pytest.raises(SystemExit) as stop:
         main([command, "--help"])
     assert stop.value.code == 0 and f"usage: cellgraph {command}" in capsys.readouterr().out
+
+
+def test_an_argument_with_a_nul_byte_is_a_clean_error(capsys):
+    """Found by the full CLI fuzzer: ``cellgraph distance '\\x00' baseline`` ended in a
+    ValueError traceback from pathlib."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["distance", "\x00", "baseline"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "holds a NUL byte" in err and "Traceback" not in err
