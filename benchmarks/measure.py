@@ -6,7 +6,7 @@ GPU every timed call ends with a device synchronisation, so that the time covers
 call queued. As in :mod:`timeit`, Python's cyclic garbage collector runs before the timed calls
 and not during them: a full collection of a process that has held the profiler's events takes
 up to 1.3 s on this project's CPU, and landed inside single-call timings (item 4's ``p = 128``
-row read 1.4 s instead of 0.1 s in three runs).
+row read 1.3-1.4 s instead of 0.1 s in eight runs).
 Peak memory is the high-water mark of the bytes held by tensors allocated while the function
 runs: on the CPU read from the torch profiler's allocation events (CPU torch has no allocator
 statistics), ``max_t sum_{events <= t} nbytes``; on a GPU from CUDA's allocator statistics.

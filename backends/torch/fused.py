@@ -36,7 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from cellgraph.algorithm2 import NORM_EPS
 
-__all__ = ["fusable", "fused_block"]
+__all__ = ["affine_scores_backward", "fusable", "fused_block"]
 
 
 def _tanh_into(z: Tensor, out: Tensor) -> None:
@@ -155,7 +155,7 @@ class _FusedBlock(torch.autograd.Function):
             for u, act in enumerate(nonlinear):
                 dZ.add_(_ACTIVATIONS[act][1](dV[:, u], Vr[:, u]))
         if n_a and dscores is not None:
-            _affine_backward(ctx, dscores[:, n_nl * X:].reshape(B, n_a, n_o, n_r, P), dZn, dZ, grads,
+            _affine_backward(additive, dscores[:, n_nl * X:].reshape(B, n_a, n_o, n_r, P), dZn, dZ, grads,
                              (GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Zn, z_mean, z_rstd, ts))
         if normed:
             dZ.add_(_layer_norm_grad(dZn, Z, z_mean, z_rstd))
@@ -168,24 +168,40 @@ def _accumulate(grads: dict[str, Tensor | None], name: str, value: Tensor) -> No
     grads[name] = value if grads[name] is None else grads[name].add_(value)
 
 
-def _affine_backward(ctx, g: Tensor, dZn: Tensor, dZ: Tensor, grads: dict[str, Tensor | None], saved: tuple) -> None:
-    """Gradients of the affine activations' scores ``g (B, n_a, n_o, n_r, P)``: the first
-    layer's sigmoids are recomputed one ``(B, n_r, P, H)`` slab at a time (not kept); ``W1 z``
-    of ``o = add`` flows to ``GL``, ``GR`` and ``W1 b_r`` (and, normalised, to the raw ``z``
-    ``dZ`` through its mean and rstd, and to ``W1 1``), that of other ops to ``zn`` ``dZn``
-    and ``W1``."""
+def affine_scores_backward(first_layer: Callable[[int], Tensor], grad: Tensor, w2: Tensor, scale: Tensor
+                           ) -> tuple[Tensor, list[Tensor], Tensor]:
+    """The backward pass of ``scores[:, u] = w2 . sigmoid(first_layer(u))`` with
+    ``first_layer(u) = a_u t + offset_u`` ``(B, n_r, P, H)`` (``scale`` the ``a``), from the
+    scores' gradient ``grad (B, n_a, n_r, P)``. The sigmoids are recomputed one slab at a time,
+    so that each is reused while it is in cache. Returns the gradients of ``t``, of each
+    ``offset_u`` ``(H,)`` and of ``w2``."""
+    dt = dw2 = None
+    doffset = []
+    for u in range(scale.shape[0]):
+        s = first_layer(u).sigmoid_()
+        g = grad[:, u]
+        gw = torch.mv(s.view(-1, s.shape[-1]).T, g.reshape(-1))
+        dw2 = gw if dw2 is None else dw2.add_(gw)
+        ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
+        doffset.append(ds.sum((0, 1, 2)))
+        dt = ds.mul_(scale[u]) if dt is None else dt.addcmul_(ds, scale[u])
+    return dt, doffset, dw2
+
+
+def _affine_backward(additive: tuple[bool, ...], g: Tensor, dZn: Tensor, dZ: Tensor,
+                     grads: dict[str, Tensor | None], saved: tuple) -> None:
+    """Gradients of the affine activations' scores ``g (B, n_a, n_o, n_r, P)``
+    (:func:`affine_scores_backward` per operation); ``W1 z`` of ``o = add`` flows to ``GL``,
+    ``GR`` and ``W1 b_r`` (and, normalised, to the raw ``z`` ``dZ`` through its mean and rstd,
+    and to ``W1 1``), that of other ops to ``zn`` ``dZn`` and ``W1``."""
     GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Zn, z_mean, z_rstd, ts = saved
-    offsets = []
-    for o, add in enumerate(ctx.layout[1]):
+    doffset = None
+    for o, add in enumerate(additive):
         t = ts[o] if ts else None
-        dt = None
-        for u in range(scale.shape[0]):
-            s = _affine_first_layer(u, t, GL, base, offset, scale).sigmoid_()
-            gu = g[:, u, o]
-            _accumulate(grads, "w2", torch.mv(s.view(-1, s.shape[-1]).T, gu.reshape(-1)))
-            ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(gu[..., None])
-            offsets.append((u, ds.sum((0, 1, 2))))
-            dt = ds.mul_(scale[u]) if dt is None else dt.addcmul_(ds, scale[u])
+        dt, per_u, dw2 = affine_scores_backward(lambda u: _affine_first_layer(u, t, GL, base, offset, scale),
+                                                g[:, :, o], w2, scale)
+        _accumulate(grads, "w2", dw2)
+        doffset = per_u if doffset is None else [a.add_(b) for a, b in zip(doffset, per_u)]
         if add and z_mean is not None:  # t = (W1 z - m W1 1) r, m and r the mean and rstd of z
             _normalised_sum_backward(dt, t, Zn[:, o], z_mean[:, o], z_rstd[:, o], W1_sum, dZ[:, o], grads)
             dt = dt.mul_(z_rstd[:, o])  # the gradient of W1 z
@@ -197,8 +213,7 @@ def _affine_backward(ctx, g: Tensor, dZn: Tensor, dZ: Tensor, grads: dict[str, T
         else:
             _accumulate(grads, "W1T", torch.mm(Zn[:, o].reshape(-1, Zn.shape[-1]).T, dt.view(-1, dt.shape[-1])))
             dZn[:, o].add_(torch.matmul(dt, W1T.T))
-    per_u = [sum(v for k, v in offsets if k == u) for u in range(scale.shape[0])]
-    grads["offset"] = torch.stack(per_u).view_as(offset)
+    grads["offset"] = torch.stack(doffset).view_as(offset)
 
 
 def _normalised_sum_backward(dt: Tensor, t: Tensor, zn: Tensor, mean: Tensor, rstd: Tensor, W1_sum: Tensor,

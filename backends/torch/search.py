@@ -74,7 +74,7 @@ from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPRE
 from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
-from cellgraph.backends.torch.fused import fusable, fused_block
+from cellgraph.backends.torch.fused import affine_scores_backward, fusable, fused_block
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
@@ -242,8 +242,9 @@ class _AffineScores(torch.autograd.Function):
     constants ``a``).
 
     Saves ``t`` rather than the sigmoids (half the memory: the sigmoid outputs are what soft
-    mode keeps most of) and recomputes them in the backward pass one activation at a time, so
-    that each ``(B, n_r, P, H)`` slab is reused while it is in cache."""
+    mode keeps most of) and recomputes them in the backward pass
+    (:func:`~cellgraph.backends.torch.fused.affine_scores_backward`, shared with the fused
+    block)."""
 
     @staticmethod
     def forward(ctx, t: Tensor, offset: Tensor, w2: Tensor, scale: Tensor) -> Tensor:
@@ -257,16 +258,8 @@ class _AffineScores(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
         t, offset, w2, scale = ctx.saved_tensors
-        grad_t = grad_w2 = None
-        grad_offset = []
-        for u in range(scale.shape[0]):
-            s = torch.addcmul(offset[u], t, scale[u]).sigmoid_()
-            g = grad[:, u]
-            gw = torch.mv(s.view(-1, s.shape[-1]).T, g.reshape(-1))
-            grad_w2 = gw if grad_w2 is None else grad_w2.add_(gw)
-            ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
-            grad_offset.append(ds.sum((0, 1, 2)))
-            grad_t = ds.mul_(scale[u]) if grad_t is None else grad_t.addcmul_(ds, scale[u])
+        grad_t, grad_offset, grad_w2 = affine_scores_backward(lambda u: torch.addcmul(offset[u], t, scale[u]),
+                                                              grad, w2, scale)
         return grad_t, torch.stack(grad_offset).view_as(offset), grad_w2, None
 
 

@@ -82,16 +82,23 @@ def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast, n
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("path", ["fused", "op by op"])
 @pytest.mark.parametrize("norm", ["none", "sample"])
-def test_fused_block_gradcheck(norm):
-    params, _ = _params(GRU_U, OPS, p=3, H=4, norm=norm)
+@pytest.mark.parametrize("activations", [GRU_U, ("sigmoid", "identity", "one_minus")])
+def test_block_gradcheck(activations, norm, path):
+    """Each path against finite differences, not only against the other: the two share
+    :func:`affine_scores_backward`. The second layout puts ``a = -1`` on the second affine
+    activation, the first on the first."""
+    params, _ = _params(activations, OPS, p=3, H=4, norm=norm)
     Lc, Rc, GL, GR = _inputs(params, 2, True, B=2)
-    consts = [t.detach().requires_grad_() for t in (params.bias, params.W1_bias, params.W1T, params.b1,
-                                                      params.w2, params.offset, params.W1_sum)]
+    names = ("bias", "W1_bias", "W1T", "b1", "w2", "offset", "W1_sum")
+    consts = [getattr(params, name).detach().requires_grad_() for name in names]
 
-    def block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, W1_sum):
-        return search_module.fused_block(Lc, Rc, GL, GR, bias, W1_bias, W1T, b1, w2, offset, params.scale, W1_sum,
-                                         params.plan.nonlinear, params.plan.additive, norm)
+    def block(Lc, Rc, GL, GR, *values):
+        if path == "fused":
+            return search_module.fused_block(Lc, Rc, GL, GR, *values[:6], params.scale, values[6],
+                                             params.plan.nonlinear, params.plan.additive, norm)
+        return search_module._scored(dataclasses.replace(params, **dict(zip(names, values))), Lc, Rc, GL, GR)
 
     assert torch.autograd.gradcheck(block, (Lc, Rc, GL, GR, *consts))
 
