@@ -1,6 +1,11 @@
 """Item 4 of ``cellgraph bench``: time and peak memory of one RRNN training step (soft)
-as ``n_iterations``, the hidden size ``p`` and the batch grow, one at a time from a base
-configuration, with the fitted growth exponent of the cost per cell in ``n_iterations``.
+as ``n_iterations``, the hidden size ``p``, the batch and the scoring network's hidden width
+grow, one at a time from a base configuration, with the fitted growth exponent of the cost
+per cell in ``n_iterations``.
+
+The last two sweeps say what bounds the step: at batch 1 it is the cost of launching the
+search's ops (per-op overhead), and at a small scoring width that of the search without the
+scoring network's first layer (building, excluding, choosing and mixing the candidates).
 
 The incremental search scores ``C(n_leaves + N - 1, 2)`` pairs per cell, so the cost per cell
 should grow like ``N^2`` (the literal Algorithm 2 rebuilds every pair every iteration:
@@ -39,12 +44,12 @@ def _measure(p: int, batch: int, n_iterations: int, scoring_hidden: int, steps: 
 
 
 def scaling(base: dict[str, int], n_iterations: tuple[int, ...], hidden: tuple[int, ...],
-            batch: tuple[int, ...], steps: int = 2, repeat: int = 2, seed: int = 0,
-            device: torch.device = torch.device("cpu")) -> dict[str, Any]:
-    """Sweep each of ``n_iterations``, ``hidden`` (``p``) and ``batch`` from ``base`` (keys
-    ``p``, ``batch``, ``n_iterations``, ``scoring_hidden``) for ``steps`` time steps on
-    ``device``."""
-    sweeps = {"n_iterations": n_iterations, "p": hidden, "batch": batch}
+            batch: tuple[int, ...], scoring_hidden: tuple[int, ...] = (), steps: int = 2, repeat: int = 2,
+            seed: int = 0, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """Sweep each of ``n_iterations``, ``hidden`` (``p``), ``batch`` and ``scoring_hidden``
+    (``H``) from ``base`` (keys ``p``, ``batch``, ``n_iterations``, ``scoring_hidden``) for
+    ``steps`` time steps on ``device``."""
+    sweeps = {"n_iterations": n_iterations, "p": hidden, "batch": batch, "scoring_hidden": scoring_hidden}
     out: dict[str, Any] = {"base": dict(base, steps=steps)}
     for key, values in sweeps.items():
         rows = []

@@ -38,7 +38,7 @@ SIZES: dict[bool, dict[str, Any]] = {
         "matmul_shapes": ((2560, 100, 256), (2560, 256, 100), (1024, 1024, 1024)),
         "scaling": dict(base=dict(p=100, batch=16, n_iterations=9, scoring_hidden=256),
                         n_iterations=(4, 8, 12, 16), hidden=(32, 64, 128, 256), batch=(1, 16, 64, 256),
-                        steps=2, repeat=1),
+                        scoring_hidden=(8, 64, 256), steps=2, repeat=1),
         "epoch": dict(batches=3),
         "compile": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
     },
@@ -47,7 +47,8 @@ SIZES: dict[bool, dict[str, Any]] = {
         "steps": dict(p=6, batch=2, steps=3, n_iterations=3, scoring_hidden=8, repeat=1),
         "matmul_shapes": ((64, 32, 32),),
         "scaling": dict(base=dict(p=4, batch=2, n_iterations=3, scoring_hidden=6),
-                        n_iterations=(2, 4), hidden=(4, 8), batch=(1, 2), steps=1, repeat=1),
+                        n_iterations=(2, 4), hidden=(4, 8), batch=(1, 2), scoring_hidden=(2, 6), steps=1,
+                        repeat=1),
         "epoch": dict(batches=1, p=6, n_iterations=2, scoring_hidden=6),
         "compile": None,
     },
@@ -191,7 +192,7 @@ def table(result: dict[str, Any]) -> str:
     lines.append("torch.matmul GFLOP/s: " + ", ".join(f"{k}: {v:.1f}" for k, v in f["matmul_gflops"].items()))
     sc = result["scaling"]
     lines += ["", f"(4) scaling of one RRNN soft training step from {sc['base']}"]
-    for key in ("n_iterations", "p", "batch"):
+    for key in ("n_iterations", "p", "batch", "scoring_hidden"):
         lines += [f"| {key} | time (s) | time per cell (ms) | peak memory |", "|---|---|---|---|"]
         for row in sc[key]:
             lines.append(f"| {row[key]} | {row['time_s']:.3f} | {row['time_per_cell_s'] * 1e3:.2f} | "

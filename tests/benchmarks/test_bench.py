@@ -63,6 +63,9 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert all(row["time_s"] > 0 and row["peak_bytes"] > 0 for row in models.values())
     assert result["flops"]["training_step_flops"]["nominal"] > result["flops"]["training_step_flops"]["executed"] > 0
     assert [row["n_iterations"] for row in result["scaling"]["n_iterations"]] == [2, 4]
+    assert [row["scoring_hidden"] for row in result["scaling"]["scoring_hidden"]] == [2, 6]
+    assert all(row["time_s"] > 0 for row in result["scaling"]["scoring_hidden"])
+    assert "| scoring_hidden | time (s) |" in printed
     if _has_wiki5k():
         assert result["epoch"]["estimated"] and result["epoch"]["batches_measured"] == 1
     else:  # a checkout without the data: the other items still ran
