@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="benchmark the cell search and the training step (needs torch)",
         description="Run the benchmark suite: (1) literal Algorithm 2 vs the optimized torch search, "
         "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
-        "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size and batch, (5) one "
+        "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size, batch and scoring width, (5) one "
         "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick). Prints a table "
         "with the performance targets and the machine's description; on a GPU (--device cuda) also the "
         "GPU and its float32 matmul GFLOP/s.",
