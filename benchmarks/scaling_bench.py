@@ -44,7 +44,7 @@ def _measure(p: int, batch: int, n_iterations: int, scoring_hidden: int, steps: 
 
 
 def scaling(base: dict[str, int], n_iterations: tuple[int, ...], hidden: tuple[int, ...],
-            batch: tuple[int, ...], scoring_hidden: tuple[int, ...] = (), steps: int = 2, repeat: int = 2,
+            batch: tuple[int, ...], scoring_hidden: tuple[int, ...], steps: int = 2, repeat: int = 2,
             seed: int = 0, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
     """Sweep each of ``n_iterations``, ``hidden`` (``p``), ``batch`` and ``scoring_hidden``
     (``H``) from ``base`` (keys ``p``, ``batch``, ``n_iterations``, ``scoring_hidden``) for
