@@ -155,10 +155,10 @@ class TrainConfig:
     identity_trainable: bool = _key(False, "rrnn-gru flexible: the identity tuple trains (starting "
                                     "from I, I, 0) instead of staying fixed")
     compile: bool = _key(False, "rrnn: torch.compile the search's candidate block in its op-by-op form (on "
-                         "CPU no faster than the eager fused block); rrnn-gru: the cell's step (eager "
+                         "CPU 0.96-1.06x the eager fused block); rrnn-gru: the cell's step (eager "
                          "where compilation fails)")
     recompute: bool = _key(False, "rrnn, rrnn-gru: checkpoint every step; the search runs again in the "
-                           "backward pass: 13x less memory at batch 16, 1.6-1.9x the time, same results")
+                           "backward pass: 13x less memory at batch 16, 1.5-1.9x the time, same results")
     alternate_every: int = _key(0, "rrnn-gru: train the tuples and the scoring network in turn, "
                                 "switching every k epochs (0 = both always)", at_least(0))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
