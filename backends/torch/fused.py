@@ -239,7 +239,7 @@ def _operations_backward(additive: tuple[bool, ...], dZ: Tensor, Lc: Tensor, Rc:
         left, right = (g, g.sum_to_size(Rc.shape)) if add else (g * Rc, (g * Lc).sum_to_size(Rc.shape))
         dLc = left.clone() if dLc is None else dLc.add_(left)
         dRc = right.clone() if dRc is None else dRc.add_(right)
-        db = g.sum_to_size(bias.shape)
+        db = (right if add else g).sum_to_size(bias.shape)  # o = add: from dRc, already summed over P
         dbias = db.clone() if dbias is None else dbias.add_(db)
     return dLc, dRc, dbias
 
