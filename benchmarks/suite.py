@@ -1,9 +1,10 @@
-"""The ``cellgraph bench`` suite: items 1-6, the performance targets, a printed table and a
+"""The ``cellgraph bench`` suite: items 1-7, the performance targets, a printed table and a
 JSON document with the machine's description.
 
-``quick`` runs items 1-5 at toy sizes (seconds; for tests and smoke runs) and skips item 6
+``quick`` runs items 1-5 and 7 at toy sizes (seconds; for tests and smoke runs) and skips item 6
 (compilation alone takes tens of seconds); the full run uses the paper's configuration
-(``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples, batch 16, 20 steps).
+(``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples, batch 16, 20 steps). Item 7 (the soft
+step data-parallel over ``threads`` one-thread processes) runs on the CPU with ``threads >= 2``.
 
 ``device`` (a ``device`` setting, ``cpu`` by default) is where the torch side of every item
 runs; on a GPU the table gains its GPU rows (name, memory, and the float32 ``torch.matmul``
@@ -19,7 +20,8 @@ from typing import Any
 import torch
 
 from cellgraph.backends.torch.device import resolve_device
-from cellgraph.benchmarks import compile_bench, epoch_bench, flops_bench, scaling_bench, search_bench, step_bench
+from cellgraph.benchmarks import (compile_bench, epoch_bench, flops_bench, parallel_bench, scaling_bench, search_bench,
+                                  step_bench)
 from cellgraph.benchmarks.measure import load_average, machine
 from cellgraph.data.datadir import resolve_data_dir
 from cellgraph.errors import CellGraphError
@@ -41,6 +43,7 @@ SIZES: dict[bool, dict[str, Any]] = {
                         scoring_hidden=(8, 64, 256), steps=2, repeat=1),
         "epoch": dict(batches=3),
         "compile": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
+        "parallel": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
     },
     True: {
         "search": dict(p=4, H=6, batch=3, n_iterations=4, repeat=1),
@@ -51,13 +54,14 @@ SIZES: dict[bool, dict[str, Any]] = {
                         repeat=1),
         "epoch": dict(batches=1, p=6, n_iterations=2, scoring_hidden=6),
         "compile": None,
+        "parallel": dict(p=6, batch=4, steps=3, n_iterations=3, scoring_hidden=8, repeat=1),
     },
 }
 
 
 def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
         device: str = "cpu") -> dict[str, Any]:
-    """Run items 1-6 on ``device`` with ``threads`` torch CPU threads and evaluate the targets."""
+    """Run items 1-7 on ``device`` with ``threads`` torch CPU threads and evaluate the targets."""
     where = resolve_device(device)  # no GPU where one is asked for: an error before any work
     torch.set_num_threads(threads)
     sizes = SIZES[quick]
@@ -78,6 +82,7 @@ def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
     result["scaling"] = scaling_bench.scaling(**sizes["scaling"], device=where)
     result["epoch"] = _epoch(sizes["epoch"], where)
     result["compile"] = compile_bench.compare_compile(**sizes["compile"], device=where) if sizes["compile"] else None
+    result["parallel"] = _parallel(sizes["parallel"], threads, where)
     result["load_average_after"] = load_average()
     result["targets"] = targets(result)
     return result
@@ -91,6 +96,16 @@ def _epoch(sizes: dict[str, Any], where: torch.device) -> dict[str, Any]:
     except CellGraphError as err:
         return {"skipped": f"no Wiki-5k data ({err})"}
     return epoch_bench.epoch_time(**sizes, device=where)
+
+
+def _parallel(sizes: dict[str, Any], threads: int, where: torch.device) -> dict[str, Any]:
+    """Item 7 over ``threads`` processes, or ``{"skipped": why}``: it splits the CPU's cores
+    between processes, so it needs two of them and the CPU."""
+    if where.type != "cpu":
+        return {"skipped": f"a CPU item (device {where})"}
+    if threads < 2:
+        return {"skipped": "one thread: no second core for a second process"}
+    return parallel_bench.compare_parallel(threads, **sizes)
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,6 +156,22 @@ def _epoch_line(e: dict[str, Any]) -> str:
            f"({e['measured_s']:.1f} s measured)" if e["estimated"] else "measured over the full epoch")
     return (f"(5) one epoch of {e['config']['dataset']} ({e['config']['n_train']} sequences, batch "
             f"{e['config']['batch']}), full RRNN: {e['epoch_s']:.1f} s, {how}")
+
+
+def _parallel_lines(r: dict[str, Any]) -> list[str]:
+    if "skipped" in r:
+        return [f"(7) the soft step data-parallel over one-thread processes: skipped: {r['skipped']}"]
+    c = r["config"]
+    n = c["processes"]
+    return [
+        f"(7) RRNN soft step (sizes of (2)) data-parallel: {n} one-thread processes (DDP over gloo, each "
+        f"1/{n} of the batch) against one process of {n} threads, same cores, same hour; best of N",
+        f"| one process, {n} threads (s) | {n} processes, 1 thread each (s) | speed-up "
+        "| max gradient difference | max gradient |",
+        "|---|---|---|---|---|",
+        f"| {r['one_process_s']:.4f} | {r['parallel_s']:.4f} | {r['speedup']:.2f}x | "
+        f"{r['max_abs_gradient_difference']:.2g} | {r['max_abs_gradient']:.2g} |",
+    ]
 
 
 def _fmt_bytes(n: float) -> str:
@@ -213,6 +244,7 @@ def table(result: dict[str, Any]) -> str:
             f"| {c['first_compiled_step_s']:.1f} | {c['eager_s']:.4f} | {c['compiled_s']:.4f} | "
             f"{c['speedup']:.2f}x | {'yes' if c['fell_back'] else 'no'} | {c['max_abs_output_difference']:.2g} |",
         ]
+    lines += ["", *_parallel_lines(result["parallel"])]
     lines += _gpu_rows(result)
     lines += ["", "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:

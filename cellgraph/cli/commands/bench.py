@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run the benchmark suite: (1) literal Algorithm 2 vs the optimized torch search, "
         "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
         "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size, batch and scoring width, (5) one "
-        "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick). Prints a table "
+        "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick), (7) the RRNN step "
+        "data-parallel over --threads one-thread processes against one process (CPU, --threads >= 2). "
+        "Prints a table "
         "with the performance targets and the machine's description; on a GPU (--device cuda) also the "
         "GPU and its float32 matmul GFLOP/s.",
         epilog="example: cellgraph bench --json bench.json",
