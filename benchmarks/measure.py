@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from cellgraph.backends.torch.device import synchronize
 
-__all__ = ["best_time", "peak_memory", "machine", "load_average"]
+__all__ = ["best_time", "peak_memory", "machine", "load_average", "allocator"]
 
 CPU = torch.device("cpu")
 
@@ -90,6 +90,23 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+#: shared-library name fragments of the malloc replacements a process may have preloaded
+ALLOCATORS = (("tcmalloc", "libtcmalloc"), ("jemalloc", "libjemalloc"), ("mimalloc", "libmimalloc"))
+
+
+def allocator(maps: str | None = None) -> str:
+    """The malloc this process runs on: a replacement mapped into it (``LD_PRELOAD``), read from
+    ``maps`` (the text of ``/proc/self/maps`` by default), else ``glibc`` on Linux; ``unknown``
+    where there is no such file. It moves the CPU step by several percent (BENCHMARKS.md)."""
+    if maps is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps = f.read()
+        except OSError:
+            return "unknown"
+    return next((name for name, library in ALLOCATORS if library in maps), "glibc")
+
+
 def gpu(device: torch.device) -> dict[str, Any] | None:
     """The GPU of ``device`` (name, memory, compute capability, CUDA version, whether float32
     matmuls may use TF32), or None on the CPU."""
@@ -102,8 +119,8 @@ def gpu(device: torch.device) -> dict[str, Any] | None:
 
 
 def machine(device: torch.device = CPU) -> dict[str, Any]:
-    """The machine a run measures: CPU, cores, torch threads, versions, load, the device the
-    items run on and its GPU (None on the CPU)."""
+    """The machine a run measures: CPU, cores, torch threads, versions, malloc, load, the device
+    the items run on and its GPU (None on the CPU)."""
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
@@ -111,6 +128,7 @@ def machine(device: torch.device = CPU) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "allocator": allocator(),
         "load_average": load_average(),
         "device": str(device),
         "gpu": gpu(device),

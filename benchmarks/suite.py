@@ -184,7 +184,7 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"cellgraph bench{' --quick' if result['quick'] else ''}  {result['date']}",
         f"machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads, "
-        f"python {m['python']}, {m['platform']}",
+        f"python {m['python']}, {m['platform']}, malloc: {m.get('allocator', 'not recorded')}",
         f"load average before: {m['load_average']}, after: {result['load_average_after']}",
         f"device: {m.get('device', 'cpu')}",
         "",

@@ -54,6 +54,7 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["quick"] is True and result["machine"]["cores"] >= 1
     assert result["machine"]["torch_threads"] == 1
+    assert f"malloc: {result['machine']['allocator']}" in printed
     search = result["search"]
     assert search["all_trees_equal"] and search["trees_equal"] == search["trees_compared"] == 3
     models = result["steps"]["models"]
@@ -121,3 +122,15 @@ def test_best_time_keeps_the_garbage_collector_out_of_the_timed_calls(enabled):
         assert gc.isenabled() is enabled  # restored
     finally:
         (gc.enable if before else gc.disable)()
+
+
+@pytest.mark.parametrize("maps, expected", [
+    ("7f00-7f10 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "glibc"),
+    ("7f00-7f10 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.10\n", "tcmalloc"),
+    ("7f00-7f10 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n", "jemalloc"),
+])
+def test_the_machine_names_the_malloc_the_process_runs_on(maps, expected):
+    from cellgraph.benchmarks.measure import allocator, machine
+
+    assert allocator(maps) == expected
+    assert machine()["allocator"] == allocator()
