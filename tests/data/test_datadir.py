@@ -93,18 +93,18 @@ def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys
     from cellgraph.backends.torch.train import train
     from cellgraph.experiment.config import TrainConfig
 
-    sums = {os.path.abspath(DATA / path): digest for digest, path in
+    sums = {os.path.realpath(DATA / path): digest for digest, path in
             (line.split() for line in (DATA / "SHA256SUMS").read_text().splitlines())}
     monkeypatch.chdir(DATA.parent)
     config = TrainConfig(task="sst", model="gru", data_dir="data", glove="data/glove", hidden_size=100, epochs=1,
                          max_train=8, max_eval=8, num_threads=1)
     train(config, tmp_path / "run", log=lambda s: None)
     recorded = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert recorded["data_dir"] == os.path.abspath(DATA)  # given relative: recorded resolved
+    assert recorded["data_dir"] == os.path.realpath(DATA)  # given relative: recorded resolved (a linked folder too)
     assert recorded["glove"] == "data/glove"
     env = json.loads((tmp_path / "run" / "env.json").read_text())
     read = [*(f"sst/{name}" for name in ("dev.txt", "test.txt", "train.txt")), "glove/glove.6B.100d.first2604.txt"]
-    assert env["data_sha256"] == {os.path.abspath(DATA / path): sums[os.path.abspath(DATA / path)] for path in read}
+    assert env["data_sha256"] == {os.path.realpath(DATA / path): sums[os.path.realpath(DATA / path)] for path in read}
 
     # on a machine that keeps the data elsewhere, --resume takes --data
     recorded["data_dir"] = str(tmp_path / "moved")
