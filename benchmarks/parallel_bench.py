@@ -19,9 +19,9 @@ difference, to be read against the gradient's scale (``max_abs_gradient``).
 
 from __future__ import annotations
 
-import gc
 import json
 import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -33,11 +33,14 @@ from torch import multiprocessing as mp
 from torch import nn
 from torch.multiprocessing.spawn import ProcessException
 
+from cellgraph.backends.torch.distributed import Distributed, launched
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import models, training_step
 from cellgraph.errors import CellGraphError
 
 __all__ = ["compare_parallel"]
+
+LOCALHOST = "127.0.0.1"
 
 
 def compare_parallel(processes: int, p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
@@ -78,7 +81,7 @@ def compare_parallel(processes: int, p: int = 100, batch: int = 16, steps: int =
 def _run_workers(processes: int, sizes: dict[str, Any], folder: str, timeout_s: float) -> None:
     """Start the ``processes`` workers and wait for them: an error names a worker that failed
     (its traceback printed by torch) or the time limit, and no worker outlives the call."""
-    context = mp.start_processes(_worker, (processes, sizes, folder), nprocs=processes, join=False,
+    context = mp.start_processes(_worker, (processes, sizes, folder, _free_port()), nprocs=processes, join=False,
                                  start_method="spawn")
     deadline = time.monotonic() + timeout_s
     try:
@@ -94,6 +97,13 @@ def _run_workers(processes: int, sizes: dict[str, Any], folder: str, timeout_s: 
                 process.join()
 
 
+def _free_port() -> int:
+    """A TCP port on this machine that no process listens on now (for the group's store)."""
+    with socket.socket() as sock:
+        sock.bind((LOCALHOST, 0))
+        return sock.getsockname()[1]
+
+
 def _model_and_input(sizes: dict[str, Any]) -> tuple[nn.Module, torch.Tensor]:
     """Item 2's ``rrnn_soft`` model and input for ``sizes``, from ``sizes["seed"]``."""
     torch.manual_seed(sizes["seed"])
@@ -107,34 +117,36 @@ def _gradient(model: nn.Module) -> torch.Tensor:
     return torch.cat([param.grad.reshape(-1) for param in model.parameters() if param.grad is not None])
 
 
-def _worker(rank: int, world_size: int, sizes: dict[str, Any], folder: str) -> None:
-    """One process of the data-parallel step: its share of the batch, timed between barriers;
-    rank 0 writes the step time (the slowest process's, best of ``repeat``) and its gradient."""
+def _worker(rank: int, world_size: int, sizes: dict[str, Any], folder: str, port: int) -> None:
+    """One process of the data-parallel step, in the trainer's process group (:func:`launched`,
+    gloo on the CPU, as under ``torchrun``); rank 0 writes the step time (the slowest process's,
+    best of ``repeat``) and its gradient."""
     torch.set_num_threads(1)
-    from torch import _dynamo  # noqa: F401  (before the group: see cellgraph.backends.torch.distributed.launched)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                      MASTER_ADDR=LOCALHOST, MASTER_PORT=str(port))
+    with launched("cpu") as dist:
+        best, gradient = _timed_steps(dist, sizes)
+    if dist.writes:
+        (Path(folder) / "rank0.json").write_text(json.dumps({"parallel_s": best, "gradient": gradient.tolist()}))
 
-    torch_dist.init_process_group("gloo", init_method=f"file://{os.path.join(folder, 'store')}",
-                                  rank=rank, world_size=world_size)
-    try:
-        model, input = _model_and_input(sizes)
-        # each process's loss is the mean over its equal share: DDP's average is the batch mean
-        step = training_step(nn.parallel.DistributedDataParallel(model), input[:, rank::world_size])
-        step()  # warm-up
-        best = float("inf")
-        for _ in range(sizes["repeat"]):
-            torch_dist.barrier()
-            start = time.perf_counter()
-            step()
-            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-            torch_dist.all_reduce(elapsed, torch_dist.ReduceOp.MAX)
-            best = min(best, elapsed.item())
-        if rank == 0:
-            record = {"parallel_s": best, "gradient": _gradient(model).tolist()}
-            (Path(folder) / "rank0.json").write_text(json.dumps(record))
-        # the DDP reducer holds the group: dropped after the destroy below, its gloo threads
-        # wait for the interpreter lock that the dropping thread holds (a deadlock, torch 2.13)
-        torch_dist.barrier()
-        del step
-        gc.collect()
-    finally:
-        torch_dist.destroy_process_group()
+
+def _timed_steps(dist: Distributed, sizes: dict[str, Any]) -> tuple[float, torch.Tensor]:
+    """This rank's share ``batch[rank::world_size]`` of the step, timed between barriers: the
+    best of ``repeat`` steps, each as long as its slowest process, and the gradient. The DDP
+    model lives in this call only, so that it is freed before :func:`launched` destroys the
+    group (as the trainer's is): freed after, its reducer held the group's last reference, and
+    the group's destructor, run with the interpreter lock held, joined a gloo thread waiting
+    for that lock (a deadlock, torch 2.13)."""
+    model, input = _model_and_input(sizes)
+    # each process's loss is the mean over its equal share: DDP's average is the batch mean
+    step = training_step(dist.wrap(model, find_unused=False), input[:, dist.rank::dist.world_size])
+    step()  # warm-up
+    best = float("inf")
+    for _ in range(sizes["repeat"]):
+        dist.barrier()
+        start = time.perf_counter()
+        step()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        torch_dist.all_reduce(elapsed, torch_dist.ReduceOp.MAX)
+        best = min(best, elapsed.item())
+    return best, _gradient(model)

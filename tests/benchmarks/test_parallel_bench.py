@@ -22,7 +22,7 @@ def test_two_processes_give_the_one_process_gradient():
     assert result["one_process_s"] > 0 and result["parallel_s"] > 0
     assert result["speedup"] == pytest.approx(result["one_process_s"] / result["parallel_s"])
     assert result["max_abs_gradient"] > 1e-3  # a gradient worth comparing
-    assert result["max_abs_gradient_difference"] <= 1e-6 * result["max_abs_gradient"] * 100
+    assert result["max_abs_gradient_difference"] <= 1e-4 * result["max_abs_gradient"]
 
 
 @pytest.mark.parametrize("processes, batch, message", [(1, 4, "at least 2 processes"),
