@@ -8,7 +8,10 @@ read of a tensor value by our code, per step)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import shutil
 import sys
 import time
 import warnings
@@ -32,6 +35,7 @@ from cellgraph.backends.torch.rrnn import RRNN, GRUBaseline, LSTMBaseline
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import TrainConfig, load_run_config
+from cellgraph.experiment.runlog import RunLog
 from cellgraph.files import read_json
 
 TINY = dict(task="planted", hidden_size=8, scoring_hidden=8, n_iterations=3, seq_len=5, batch_size=4,
@@ -389,6 +393,69 @@ def test_bench_on_the_gpu_adds_its_rows(tmp_path, capsys):
     printed = capsys.readouterr().out
     gpu = read_json(out)["machine"]["gpu"]
     assert gpu["name"] in printed and "float32 torch.matmul measured in this run" in printed
+
+
+# --- the same run on every device --------------------------------------------------------
+
+#: The run compared across devices: every model, 2 epochs of 2 steps, float32 on both.
+ACROSS = dict(task="planted", hidden_size=16, scoring_hidden=16, n_iterations=3, seq_len=6, batch_size=8,
+              max_train=16, max_eval=32, log_structures=4, num_threads=1, epochs=2, lr=1e-2)
+#: What a run on another device must reproduce, per epoch: losses within a relative 1e-3 (the
+#: devices' kernels sum in other orders: cuBLAS, cuDNN's GRU and LSTM, the CPU's MKL), validation
+#: accuracy within 2/32 (an argmax that sits on a tie may flip).
+LOSS_RTOL, ACCURACY_ATOL = 1e-3, 2 / 32
+LOSSES = ("loss_total", "loss_task", "loss_td", "loss_margin", "loss_l2")
+ALL_MODELS = ("gru", "lstm", "rrnn-gru", "rrnn")
+
+
+def differences(one: Path, two: Path) -> list[str]:
+    """The per-epoch records of runs ``one`` and ``two`` that differ beyond the tolerances
+    above (losses, accuracies, the epochs run)."""
+    found, records = [], [RunLog.load(run).metrics for run in (one, two)]
+    if [r["epoch"] for r in records[0]] != [r["epoch"] for r in records[1]]:
+        return [f"epochs {[r['epoch'] for r in records[0]]} against {[r['epoch'] for r in records[1]]}"]
+    for a, b in zip(*records):
+        for key in LOSSES:
+            if a.get(key) is not None and not math.isclose(a[key], b[key], rel_tol=LOSS_RTOL, abs_tol=1e-6):
+                found.append(f"epoch {a['epoch']} {key}: {a[key]} against {b[key]}")
+        for key in ("train_accuracy", "val_accuracy"):
+            if abs(a[key] - b[key]) > ACCURACY_ATOL:
+                found.append(f"epoch {a['epoch']} {key}: {a[key]} against {b[key]}")
+    return found
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.parametrize("other", [pytest.param("cpu", id="cpu-2-threads"),
+                                   pytest.param("cuda", id="cuda", marks=needs_cuda)])
+def test_every_model_trains_alike_on_every_device(tmp_path, model, other, monkeypatch):
+    """The same run on the CPU (one thread) and on ``other`` (a GPU; without one, the CPU with
+    2 threads, whose GEMMs split their sums differently): the same per-epoch losses and
+    accuracies within the tolerances above, and it trains. cuDNN's TF32 is off, as for a
+    float32 comparison it must be (torch allows it for cuDNN by default on Ampere and newer)."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    config = TrainConfig(**{**ACROSS, "model": model, "device": "cpu"})
+    runs = tmp_path / "one", tmp_path / "other"
+    torch_train.train(config, runs[0], log=lambda s: None)
+    torch_train.train(config.replace(device=other, num_threads=2 if other == "cpu" else 1), runs[1],
+                      log=lambda s: None)
+    assert read_json(runs[1] / "final.json")["device"].startswith(other)
+    assert differences(*runs) == []
+    first, last = RunLog.load(runs[1]).metrics[0], RunLog.load(runs[1]).metrics[-1]
+    assert last["loss_total"] != first["loss_total"]  # it trains
+
+
+def test_differences_names_what_differs(tmp_path):
+    """The comparison itself: one loss moved by 1% and one accuracy by 0.1 are both named."""
+    config = TrainConfig(**{**ACROSS, "model": "gru", "epochs": 1, "device": "cpu"})
+    torch_train.train(config, tmp_path / "a", log=lambda s: None)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    lines = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
+    record = json.loads(lines[-1])
+    record["loss_task"] *= 1.01
+    record["val_accuracy"] += 0.1
+    (tmp_path / "b" / "metrics.jsonl").write_text("\n".join(lines[:-1] + [json.dumps(record)]) + "\n")
+    found = differences(tmp_path / "a", tmp_path / "b")
+    assert [line.split(":")[0] for line in found] == ["epoch 1 loss_task", "epoch 1 val_accuracy"], found
 
 
 # --- the process group ------------------------------------------------------------------

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The GPU check: every measurement and test that BENCHMARKS.md's "On a GPU" section asks of a
+# machine with a CUDA GPU, in one command, each part under its own time limit.
+#
+#   bash benchmarks/gpu_check.sh OUT [PART ...]
+#
+# OUT: a folder for what the parts print and write (made if missing); the run folders go to a
+# temporary folder. PARTS (default: all, in this order):
+#   env       the machine: nvidia-smi, torch, the GPU
+#   tests     the tests with a CUDA case (each compares the GPU with the CPU, or counts syncs)
+#   bench     cellgraph bench --device DEVICE --json OUT/bench.json
+#   epochs    one real epoch each of the presets paper-wiki10k-rrnn-gru and paper-wiki5k-rrnn
+#   torchrun  cellgraph train under torchrun, one process on the device (NCCL on a GPU)
+# Each part's output goes to OUT/PART.log; OUT/summary.json gives each part's exit code and
+# seconds, and each epoch's time_s from its run's metrics.jsonl. The command fails if a part did.
+#
+# Environment: DEVICE (default cuda), CELLGRAPH_DATA (the data folder, default ../shared/data),
+# QUICK=1 (toy sizes, for a check of this script on the CPU: DEVICE=cpu QUICK=1), and each
+# part's limit in seconds: LIMIT_TESTS (300), LIMIT_BENCH (420), LIMIT_EPOCH (150 per epoch),
+# LIMIT_TORCHRUN (120). An epoch stopped at its limit is recorded as such (exit code 124):
+# then it took longer than the limit.
+set -uo pipefail
+
+if [ $# -lt 1 ]; then
+    echo "usage: bash benchmarks/gpu_check.sh OUT [env tests bench epochs torchrun]" >&2
+    exit 2
+fi
+OUT=$1
+shift
+PARTS=${*:-env tests bench epochs torchrun}
+for part in $PARTS; do
+    case $part in env|tests|bench|epochs|torchrun) ;;
+        *) echo "gpu_check: unknown part '$part' (one of env tests bench epochs torchrun)" >&2; exit 2 ;;
+    esac
+done
+DEVICE=${DEVICE:-cuda}
+QUICK=${QUICK:-0}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd)
+RUNS=$(mktemp -d)
+trap 'rm -rf "$RUNS"' EXIT
+export CELLGRAPH_NO_PROGRESS=1 PYTHONUNBUFFERED=1
+SUMMARY=()
+FAILED=0
+
+# record PART NAME RC SECONDS [EXTRA_JSON]: one entry of summary.json
+record() {
+    SUMMARY+=("{\"part\": \"$1\", \"name\": \"$2\", \"exit_code\": $3, \"seconds\": $4${5:+, $5}}")
+    [ "$3" -eq 0 ] || FAILED=1
+    echo "gpu_check: $1 $2: exit code $3, $4 s"
+}
+
+# timed PART NAME LIMIT COMMAND...: run COMMAND under LIMIT seconds, its output to OUT/PART.log
+timed() {
+    local part=$1 name=$2 limit=$3 start rc
+    shift 3
+    start=$(date +%s.%N)
+    echo "### $name: $*" >>"$OUT/$part.log"
+    timeout --kill-after 10 "$limit" "$@" >>"$OUT/$part.log" 2>&1
+    rc=$?
+    LAST_SECONDS=$(python -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" \
+                   "$start" "$(date +%s.%N)")
+    LAST_RC=$rc
+}
+
+# epoch_time RUN: time_s of the run's first epoch, or null
+epoch_time() {
+    python -c "
+import json, sys
+lines = open(sys.argv[1]).read().splitlines() if __import__('os').path.exists(sys.argv[1]) else []
+print(json.loads(lines[0])['time_s'] if lines else 'null')" "$1/metrics.jsonl"
+}
+
+quick_sets=()
+[ "$QUICK" = 1 ] && quick_sets=(--set max_train=32 --set max_eval=8 --set hidden_size=8 --set scoring_hidden=8
+                                --set n_iterations=2 --set batch_size=16)
+
+for part in $PARTS; do
+    : >"$OUT/$part.log"
+    case $part in
+    env)
+        timed env env 60 bash -c "nvidia-smi || echo 'nvidia-smi: not found'; python -m cellgraph --version; \
+python -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"CUDA\", torch.version.cuda, \
+\"GPU\", torch.cuda.get_device_name() if torch.cuda.is_available() else None)'"
+        record env env "$LAST_RC" "$LAST_SECONDS" ;;
+    tests)
+        select="cuda or gpu or nccl or alike"
+        [ "$QUICK" = 1 ] && select="alike and gru and not rrnn"
+        timed tests pytest "${LIMIT_TESTS:-300}" python -m pytest -q -p no:cacheprovider -k "$select" \
+            tests/backends/torch/test_device.py tests/backends/torch/test_torch_search.py \
+            tests/backends/torch/test_torch_rrnn_gru.py tests/backends/torch/test_distributed.py
+        record tests pytest "$LAST_RC" "$LAST_SECONDS" ;;
+    bench)
+        flags=(--device "$DEVICE" --json "$OUT/bench.json")
+        [ "$QUICK" = 1 ] && flags+=(--quick --threads 1)
+        timed bench bench "${LIMIT_BENCH:-420}" python -m cellgraph bench "${flags[@]}"
+        record bench bench "$LAST_RC" "$LAST_SECONDS" ;;
+    epochs)
+        for preset in paper-wiki10k-rrnn-gru paper-wiki5k-rrnn; do
+            timed epochs "$preset" "${LIMIT_EPOCH:-150}" python -m cellgraph train --preset "$preset" \
+                --set epochs=1 --set max_eval=16 --set log_structures=0 "${quick_sets[@]}" \
+                --device "$DEVICE" --out "$RUNS/$preset"
+            record epochs "$preset" "$LAST_RC" "$LAST_SECONDS" "\"time_s\": $(epoch_time "$RUNS/$preset")"
+        done ;;
+    torchrun)
+        timed torchrun torchrun "${LIMIT_TORCHRUN:-120}" python -m torch.distributed.run --standalone \
+            --nproc_per_node 1 -m cellgraph train --task planted --model rrnn-gru --set epochs=1 \
+            --set max_train=64 --set max_eval=16 --set hidden_size=16 --set scoring_hidden=8 \
+            --device "$DEVICE" --out "$RUNS/torchrun"
+        record torchrun torchrun "$LAST_RC" "$LAST_SECONDS" ;;
+    esac
+done
+
+(IFS=,; echo "[${SUMMARY[*]}]") | python -m json.tool >"$OUT/summary.json"
+echo "gpu_check: summary in $OUT/summary.json"
+exit $FAILED

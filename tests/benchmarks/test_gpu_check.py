@@ -1,0 +1,49 @@
+"""``benchmarks/gpu_check.sh``, the GPU check, run on the CPU at toy sizes (``DEVICE=cpu
+QUICK=1``): every part runs and is recorded, a part past its limit fails the command and is
+recorded as stopped, bad parts are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.sh"
+
+
+def _check(out: Path, *parts: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), str(out), *parts], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DEVICE": "cpu", "QUICK": "1", **env})
+
+
+def test_every_part_runs_and_is_recorded(tmp_path):
+    done = _check(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(s["part"], s["name"]) for s in summary] == [
+        ("env", "env"), ("tests", "pytest"), ("bench", "bench"), ("epochs", "paper-wiki10k-rrnn-gru"),
+        ("epochs", "paper-wiki5k-rrnn"), ("torchrun", "torchrun")]
+    assert all(s["exit_code"] == 0 and s["seconds"] > 0 for s in summary)
+    assert all(s["time_s"] > 0 for s in summary if s["part"] == "epochs")
+    assert json.loads((tmp_path / "bench.json").read_text())["machine"]["device"] == "cpu"
+    assert " passed" in (tmp_path / "tests.log").read_text()
+    assert "best epoch" in (tmp_path / "torchrun.log").read_text()
+
+
+def test_a_part_past_its_limit_fails_the_check(tmp_path):
+    done = _check(tmp_path, "epochs", LIMIT_EPOCH="1")
+    assert done.returncode == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(s["name"], s["exit_code"], s["time_s"]) for s in summary] == [
+        ("paper-wiki10k-rrnn-gru", 124, None), ("paper-wiki5k-rrnn", 124, None)]
+
+
+@pytest.mark.parametrize("args", [["bogus"], []])
+def test_bad_arguments_are_refused(tmp_path, args):
+    done = subprocess.run(["bash", str(SCRIPT), *([str(tmp_path)] if args else []), *args], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert ("unknown part 'bogus'" if args else "usage: bash benchmarks/gpu_check.sh OUT") in done.stderr
