@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,18 @@ def test_a_part_past_its_limit_fails_the_check(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [(s["name"], s["exit_code"], s["time_s"]) for s in summary] == [
         ("paper-wiki10k-rrnn-gru", 124, None), ("paper-wiki5k-rrnn", 124, None)]
+
+
+def test_a_check_stopped_from_outside_keeps_the_parts_it_finished(tmp_path):
+    check = subprocess.Popen(["bash", str(SCRIPT), str(tmp_path), "env", "bench"], start_new_session=True,
+                             env={**os.environ, "DEVICE": "cpu", "QUICK": "1"}, stdout=subprocess.DEVNULL)
+    summary = tmp_path / "summary.json"
+    deadline = time.monotonic() + 60
+    while not summary.exists() and time.monotonic() < deadline and check.poll() is None:
+        time.sleep(0.1)
+    os.killpg(check.pid, signal.SIGKILL)
+    check.wait()
+    assert [s["part"] for s in json.loads(summary.read_text())] == ["env"]
 
 
 @pytest.mark.parametrize("args", [["bogus"], []])
