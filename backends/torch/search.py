@@ -440,13 +440,17 @@ class _Candidates:
     def exclude(self, mask: Tensor, first: int = 0) -> None:
         """Mark the candidates of ``mask (B, C')`` (from block ``first`` on) as excluded."""
         start = self.starts[first]
-        changed = (mask & ~self.excluded[:, start:]).any(0).nonzero()[:, 0]
-        if changed.numel():
+        last = _on_device(tuple(end - start - 1 for end in (*self.starts[first + 1:], self.size)), torch.int64,
+                          mask.device)
+        # newly excluded candidates up to the end of each block: one read tells which blocks changed
+        upto = (mask & ~self.excluded[:, start:]).any(0).cumsum(0)[last].tolist()
+        if upto[-1]:
             excluded = self.excluded.clone()  # the old mask may be saved for backward
             excluded[:, start:] |= mask
             self.excluded = excluded
-            for i in self._block_of(changed, first).unique().tolist():
-                self._sums[first + i] = None
+            for i, (before, after) in enumerate(zip([0, *upto], upto)):
+                if after > before:
+                    self._sums[first + i] = None
 
     def looked_up(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``), detached."""
@@ -520,10 +524,8 @@ def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo
         rows = torch.arange(near.shape[0], device=near.device)
         near[rows, known, 0] = False
         out[rows, known, 0] = True
-    if near.any():
-        b, c, m = near.nonzero(as_tuple=True)
-        equal = (cands.looked_up(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
-        out[b[equal], c[equal], m[equal]] = True
+    b, c, m = near.nonzero(as_tuple=True)  # the one read of the check: how many pairs (often none)
+    out[b, c, m] = (cands.looked_up(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
     return out
 
 
@@ -668,7 +670,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
     cands = _Candidates(leaves.new_empty(total, B, p), rule)
     rows = torch.arange(B, device=device)
-    chosen_keys, best_scores, second_scores = [], [], []
+    chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
         Z, Vn, scores = (compiled or _block)(
@@ -677,7 +679,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))
         if node_lo:  # the new block against P_{k-1}
             _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi)
-        choice, eligible = _choose(cands, k)
+        choice, eligible, none = _choose(cands)
+        no_choice.append(none)
         chosen_keys.append(cands.keyid[choice])
         best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
         hard = None if mode == "soft" else (cands.vectors(rows, choice) if torch.is_grad_enabled()
@@ -700,6 +703,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         cands.exclude(same[:, :, -1])
         proj.add(node[:, None])
 
+    _check_eligible(no_choice)
     r, o, u, i, j = code.decode(torch.stack(chosen_keys, 1))
     return SearchTrace(
         space, state, torch.stack(nodes, 1), i, j, r, o, u,
@@ -719,20 +723,28 @@ def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor],
 
 
 @torch.no_grad()
-def _choose(cands: _Candidates, k: int) -> tuple[Tensor, Tensor]:
-    """``(choice (B,), eligible (B, C))``: ``c_k*``, the eligible candidate of highest score,
-    ties (within :data:`~cellgraph.algorithm2.TIE_RTOL`) to the smallest key; no eligible
-    candidate is an error."""
+def _choose(cands: _Candidates) -> tuple[Tensor, Tensor, Tensor]:
+    """``(choice (B,), eligible (B, C), none (B,))``: ``c_k*``, the eligible candidate of
+    highest score, ties (within :data:`~cellgraph.algorithm2.TIE_RTOL`) to the smallest key;
+    ``none`` marks the samples without an eligible candidate (their choice is meaningless:
+    :func:`_check_eligible` makes them an error once the search ends, so that no iteration
+    waits for the device to say so)."""
     s, eligible = cands.scores, ~cands.excluded
     best = s.masked_fill(~eligible, -torch.inf).max(1).values
-    if torch.isneginf(best).any():
-        b = int(torch.isneginf(best).nonzero()[0, 0])
-        raise CellGraphError(
-            f"Algorithm 2, iteration {k}: sample {b} has no eligible candidate "
-            f"(every candidate vector is already in P_{k - 1})"
-        )
     tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
-    return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible
+    return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible, torch.isneginf(best)
+
+
+def _check_eligible(none: list[Tensor]) -> None:
+    """Raise for the first iteration (and its first sample) that had no eligible candidate;
+    ``none`` holds :func:`_choose`'s ``(B,)`` flags of iterations ``1, 2, ...``."""
+    flags = torch.stack(none)
+    if flags.any():
+        k, b = (int(i) for i in flags.nonzero()[0])
+        raise CellGraphError(
+            f"Algorithm 2, iteration {k + 1}: sample {b} has no eligible candidate "
+            f"(every candidate vector is already in P_{k})"
+        )
 
 
 def _second_score(cands: _Candidates, others: Tensor) -> Tensor:

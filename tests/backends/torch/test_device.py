@@ -293,26 +293,50 @@ def test_no_tensor_is_built_from_host_data_per_step(model, monkeypatch):
     assert made == 0, where
 
 
+@contextmanager
+def _cuda_syncs() -> Iterator[list[warnings.WarningMessage]]:
+    """What CUDA itself counts (``torch.cuda.set_sync_debug_mode``): every synchronising call."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield caught
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            caught[:] = [w for w in caught if "synchroniz" in str(w.message)]
+
+
 @needs_cuda
 @pytest.mark.parametrize("model", STEP_MODELS)
 def test_one_device_sync_per_training_step_on_cuda(model, monkeypatch):
-    """What CUDA itself counts (``torch.cuda.set_sync_debug_mode``): one synchronising call per
-    training step, the finite check."""
+    """One synchronising call per training step, the finite check."""
     monkeypatch.setenv(progress.ENV, "1")
-
-    @contextmanager
-    def syncs() -> Iterator[list[str]]:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            torch.cuda.set_sync_debug_mode("warn")
-            try:
-                yield caught
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-                caught[:] = [w for w in caught if "synchroniz" in str(w.message)]
-
-    per_step, caught = _per_step(model, "cuda", syncs)
+    per_step, caught = _per_step(model, "cuda", _cuda_syncs)
     assert per_step <= 1, [f"{w.filename}:{w.lineno}" for w in caught]
+
+
+#: The values the full RRNN's search reads per time step, with ``N`` iterations: at iteration
+#: ``k`` the pairs whose key intervals overlap (against ``P_{k-1}`` from ``k = 2`` on, and
+#: against ``c_k*``: ``2 N - 1``), which blocks' eligibility changed (as often, but not after the
+#: last choice: ``2 N - 2``), and once whether a sample ran out of candidates.
+def _search_reads(n_iterations: int) -> int:
+    return 4 * n_iterations - 2
+
+
+def test_the_full_rrnn_reads_its_exclusion_outcomes_and_nothing_else(monkeypatch):
+    """Per training step: :func:`_search_reads` per time step, and the finite check."""
+    monkeypatch.setenv(progress.ENV, "1")
+    reads, where = _per_step("rrnn", "cpu", _host_reads)
+    assert reads == TINY["seq_len"] * _search_reads(TINY["n_iterations"]) + 1, where
+
+
+@needs_cuda
+def test_the_full_rrnn_syncs_as_often_as_it_reads_on_cuda(monkeypatch):
+    """CUDA counts no synchronising call beyond those reads (no boolean-mask indexing, say)."""
+    monkeypatch.setenv(progress.ENV, "1")
+    per_step, caught = _per_step("rrnn", "cuda", _cuda_syncs)
+    assert per_step == TINY["seq_len"] * _search_reads(TINY["n_iterations"]) + 1, \
+        [f"{w.filename}:{w.lineno}" for w in caught]
 
 
 @pytest.mark.parametrize("model", ["gru", "lstm", "rrnn-gru"])

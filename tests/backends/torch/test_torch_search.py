@@ -201,14 +201,17 @@ def test_exclusion_and_ties_are_exercised(device):
         assert trace.graph(b) == CellGraph(ref.root, "h")
 
 
-def test_no_eligible_candidate_is_an_error():
+@pytest.mark.parametrize("mode", ["hard", "soft", "straight-through"])
+def test_no_eligible_candidate_is_an_error(mode):
+    """In every mode, though the search checks only once it has run all iterations (so that no
+    iteration waits for the device): the first iteration without a candidate is named."""
     one = Leaf("one")
     space = SearchSpace((0,), ("identity",), ("mul",), (), (), (zero, one), 2)
     p = 2
     params = [(np.eye(p), np.eye(p), np.zeros(p))]
     alpha = (np.ones((2, p)), np.zeros(2), np.ones(2), 0.0)
     with pytest.raises(CellGraphError, match="iteration 2: sample 0 has no eligible candidate"):
-        _torch_search(space, params, alpha, np.stack([np.zeros((1, p)), np.ones((1, p))], 1))
+        _torch_search(space, params, alpha, np.stack([np.zeros((1, p)), np.ones((1, p))], 1), mode=mode)
 
 
 def test_unknown_mode_is_an_error():
