@@ -404,10 +404,13 @@ class _Candidates:
     """All blocks of a cell so far, with their flat scalar data concatenated, a detached table
     of every candidate's vector (preallocated for the whole search, filled block by block),
     and the per-block partial sums of the soft mixture (recomputed only when a block's
-    eligibility changes)."""
+    eligibility changes). ``partial_sums``: whether those sums are kept (a soft mixture with
+    one temperature for all samples); only then does an exclusion read which blocks it
+    changed."""
 
-    def __init__(self, table: Tensor, rule: _KeyRule) -> None:
+    def __init__(self, table: Tensor, rule: _KeyRule, partial_sums: bool) -> None:
         self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
+        self.partial_sums = partial_sums
         self.blocks: list[_Block] = []
         self.starts: list[int] = []
         self.size = 0
@@ -438,19 +441,20 @@ class _Candidates:
         return torch.searchsorted(starts, c, right=True) - 1
 
     def exclude(self, mask: Tensor, first: int = 0) -> None:
-        """Mark the candidates of ``mask (B, C')`` (from block ``first`` on) as excluded."""
+        """Mark the candidates of ``mask (B, C')`` (from block ``first`` on) as excluded; with
+        partial sums, drop those of the blocks it changes (one read tells which)."""
         start = self.starts[first]
-        last = _on_device(tuple(end - start - 1 for end in (*self.starts[first + 1:], self.size)), torch.int64,
-                          mask.device)
-        # newly excluded candidates up to the end of each block: one read tells which blocks changed
-        upto = (mask & ~self.excluded[:, start:]).any(0).cumsum(0)[last].tolist()
-        if upto[-1]:
-            excluded = self.excluded.clone()  # the old mask may be saved for backward
-            excluded[:, start:] |= mask
-            self.excluded = excluded
+        if self.partial_sums:
+            last = _on_device(tuple(end - start - 1 for end in (*self.starts[first + 1:], self.size)), torch.int64,
+                              mask.device)
+            # newly excluded candidates up to the end of each block
+            upto = (mask & ~self.excluded[:, start:]).any(0).cumsum(0)[last].tolist()
             for i, (before, after) in enumerate(zip([0, *upto], upto)):
                 if after > before:
                     self._sums[first + i] = None
+        excluded = self.excluded.clone()  # the old mask may be saved for backward
+        excluded[:, start:] |= mask
+        self.excluded = excluded
 
     def looked_up(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``), detached."""
@@ -668,7 +672,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     node_hi: list[Tensor] = []
     total = len(space.activations) * len(space.ops) * n_r * sum(
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
-    cands = _Candidates(leaves.new_empty(total, B, p), rule)
+    cands = _Candidates(leaves.new_empty(total, B, p), rule, soft and tau_units == "score")
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
     for k in range(1, N + 1):

@@ -316,18 +316,24 @@ def test_one_device_sync_per_training_step_on_cuda(model, monkeypatch):
 
 
 #: The values the full RRNN's search reads per time step, with ``N`` iterations: at iteration
-#: ``k`` the pairs whose key intervals overlap (against ``P_{k-1}`` from ``k = 2`` on, and
-#: against ``c_k*``: ``2 N - 1``), which blocks' eligibility changed (as often, but not after the
-#: last choice: ``2 N - 2``), and once whether a sample ran out of candidates.
-def _search_reads(n_iterations: int) -> int:
-    return 4 * n_iterations - 2
+#: ``k`` how many pairs' key intervals overlap (against ``P_{k-1}`` from ``k = 2`` on, and
+#: against ``c_k*``: ``2 N - 1``); where the soft mixture keeps per-block partial sums (one
+#: temperature for all samples, ``tau_units=score``), which blocks' eligibility each exclusion
+#: changed (as often, but not after the last choice: ``2 N - 2``); and once whether a sample
+#: ran out of candidates. (A hard choice in training reads, besides, which blocks hold the
+#: chosen candidates.)
+def _search_reads(n_iterations: int, partial_sums: bool = True) -> int:
+    return 2 * n_iterations + (2 * n_iterations - 2 if partial_sums else 0)
 
 
-def test_the_full_rrnn_reads_its_exclusion_outcomes_and_nothing_else(monkeypatch):
-    """Per training step: :func:`_search_reads` per time step, and the finite check."""
+@pytest.mark.parametrize("tau_units", ["score", "std"])
+def test_the_full_rrnn_reads_its_exclusion_outcomes_and_nothing_else(tau_units, monkeypatch):
+    """Per training step (soft mode): :func:`_search_reads` per time step, and the finite check."""
     monkeypatch.setenv(progress.ENV, "1")
+    real = _setup
+    monkeypatch.setattr(sys.modules[__name__], "_setup", lambda *a, **k: real(*a, tau_units=tau_units, **k))
     reads, where = _per_step("rrnn", "cpu", _host_reads)
-    assert reads == TINY["seq_len"] * _search_reads(TINY["n_iterations"]) + 1, where
+    assert reads == TINY["seq_len"] * _search_reads(TINY["n_iterations"], tau_units == "score") + 1, where
 
 
 @needs_cuda
