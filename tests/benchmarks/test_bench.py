@@ -94,6 +94,33 @@ def test_bench_without_data_skips_the_epoch_item_and_keeps_the_rest(tmp_path, mo
     assert "| Wiki-5k RRNN epoch (s) | not measured |" in printed
 
 
+def test_a_gpu_run_is_held_to_the_gpu_targets(tmp_path):
+    """On a GPU the soft step is held against the 2-core CPU's (20x), its rate at batch 256
+    against the GPU's matmul (25%), and the Wiki-5k epoch against 60 s; the other targets stay.
+    The batch-256 rate is item 3's formula: a batch-256 row of item 4 that costs what item 2's
+    step costs per cell gives item 3's fraction."""
+    from cellgraph.benchmarks import suite
+
+    assert main(["bench", "--quick", "--threads", "1", "--json", str(tmp_path / "b.json")]) == 0
+    result = json.loads((tmp_path / "b.json").read_text())
+    cpu = {t["target"]: t for t in suite.targets(result)}
+    result["machine"]["gpu"] = {"name": "a GPU"}
+    gpu = {t["target"]: t for t in suite.targets(result)}
+    soft = result["steps"]["models"]["rrnn_soft"]["time_s"]
+    speedup = gpu[f"RRNN soft training step, speed-up over the 2-core CPU's {suite.CPU_REFERENCE_STEP_S} s (x)"]
+    assert speedup["value"] == pytest.approx(suite.CPU_REFERENCE_STEP_S / soft) and speedup["limit"] == 20
+    rate = gpu["RRNN step at batch 256 GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)"]
+    assert rate["value"] is None and rate["met"] is None  # the quick sweep stops at batch 2
+    assert gpu["Wiki-5k RRNN epoch (s)"]["limit"] == 60 and cpu["Wiki-5k RRNN epoch (s)"]["limit"] == 600
+    assert "RRNN soft training step (s)" in cpu and "RRNN soft training step (s)" not in gpu
+    assert len(gpu) == len(cpu) == 8
+    config = result["steps"]["config"]
+    result["scaling"]["base"] = {key: config[key] for key in ("p", "n_iterations", "scoring_hidden", "steps")}
+    result["scaling"]["batch"].append({"batch": 256, "time_s": soft * 256 / config["batch"]})
+    rate = next(t for t in suite.targets(result) if t["target"].startswith("RRNN step at batch 256"))
+    assert rate["value"] == pytest.approx(result["flops"]["fraction_of_matmul"]["executed"])
+
+
 def test_search_flops_count_the_incremental_pairs():
     from cellgraph.benchmarks.flops_bench import search_flops
     from cellgraph.benchmarks.search_bench import paper_space
