@@ -46,10 +46,10 @@ SUMMARY=()
 FAILED=0
 
 # record PART NAME RC SECONDS [EXTRA_JSON]: one entry of summary.json, which is rewritten at
-# once (a check stopped from outside keeps the parts it finished)
+# once, whole (a check stopped from outside keeps the parts it finished)
 record() {
     SUMMARY+=("{\"part\": \"$1\", \"name\": \"$2\", \"exit_code\": $3, \"seconds\": $4${5:+, $5}}")
-    (IFS=,; echo "[${SUMMARY[*]}]") | python -m json.tool >"$OUT/summary.json"
+    (IFS=,; echo "[${SUMMARY[*]}]") | python -m json.tool >"$OUT/.summary.json" && mv "$OUT/.summary.json" "$OUT/summary.json"
     [ "$3" -eq 0 ] || FAILED=1
     echo "gpu_check: $1 $2: exit code $3, $4 s"
 }
