@@ -36,9 +36,9 @@ for part in $PARTS; do
 done
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-0}
-cd "$(dirname "$0")/.."
 mkdir -p "$OUT" || exit 2
-OUT=$(cd "$OUT" && pwd)
+OUT=$(cd "$OUT" && pwd)  # before the cd below: OUT is relative to where the check was started
+cd "$(dirname "$0")/.."
 RUNS=$(mktemp -d)
 trap 'rm -rf "$RUNS"' EXIT
 export CELLGRAPH_NO_PROGRESS=1 PYTHONUNBUFFERED=1

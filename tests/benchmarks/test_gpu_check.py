@@ -35,6 +35,13 @@ def test_every_part_runs_and_is_recorded(tmp_path):
     assert "best epoch" in (tmp_path / "torchrun.log").read_text()
 
 
+def test_a_relative_out_is_taken_from_where_the_check_starts(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT), "out", "env"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "DEVICE": "cpu", "QUICK": "1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())[0]["part"] == "env"
+
+
 def test_a_part_past_its_limit_fails_the_check(tmp_path):
     done = _check(tmp_path, "epochs", LIMIT_EPOCH="1")
     assert done.returncode == 1
