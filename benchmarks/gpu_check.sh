@@ -49,7 +49,8 @@ FAILED=0
 # once, whole (a check stopped from outside keeps the parts it finished)
 record() {
     SUMMARY+=("{\"part\": \"$1\", \"name\": \"$2\", \"exit_code\": $3, \"seconds\": $4${5:+, $5}}")
-    (IFS=,; echo "[${SUMMARY[*]}]") | python -m json.tool >"$OUT/.summary.json" && mv "$OUT/.summary.json" "$OUT/summary.json"
+    (IFS=,; echo "[${SUMMARY[*]}]") | python -m json.tool >"$OUT/.summary.json" \
+        && mv "$OUT/.summary.json" "$OUT/summary.json"
     [ "$3" -eq 0 ] || FAILED=1
     echo "gpu_check: $1 $2: exit code $3, $4 s"
 }
@@ -70,8 +71,9 @@ timed() {
 # epoch_time RUN: time_s of the run's first epoch, or null
 epoch_time() {
     python -c "
-import json, sys
-lines = open(sys.argv[1]).read().splitlines() if __import__('os').path.exists(sys.argv[1]) else []
+import json, pathlib, sys
+path = pathlib.Path(sys.argv[1])
+lines = path.read_text().splitlines() if path.exists() else []
 print(json.loads(lines[0])['time_s'] if lines else 'null')" "$1/metrics.jsonl"
 }
 
