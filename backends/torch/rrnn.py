@@ -282,6 +282,20 @@ class _GRUGroup:
     aliases: tuple[tuple[int, int], ...]
 
 
+def _levels(groups: Sequence[_GRUGroup], n_leaves: int) -> tuple[tuple[_GRUGroup, ...], ...]:
+    """``groups`` (in program order) by depth: a group's level is one more than the deepest
+    of its children (leaves at depth 0), so the groups of one level read only values of
+    earlier levels and their choosing nodes can be scored together."""
+    depth = dict.fromkeys(range(n_leaves), 0)
+    levels: dict[int, list[_GRUGroup]] = {}
+    for g in groups:
+        level = 1 + max(depth[g.left], depth[g.right])
+        for value in (*g.outs, *(alias for alias, _ in g.aliases)):
+            depth[value] = level
+        levels.setdefault(level, []).append(g)
+    return tuple(tuple(levels[k]) for k in sorted(levels))
+
+
 class _GRUParams(NamedTuple):
     """What one sequence takes from the parameters: the stacked rows ``((n+1) p, p)`` of all
     layout tuples' ``L`` and ``R``, their biases ``(n+1, p)``, the scoring network
@@ -335,7 +349,8 @@ class RRNNGRUCell(_TupleModule):
     program order of :mod:`cellgraph.backends.torch.plan`, which
     :class:`~cellgraph.backends.torch.freeze.FrozenCell` uses too): ``r`` and ``z`` are one
     ``(B, 2, p)`` op; nodes that compute the same vector (``gates``: ``r = z``) are computed
-    once.
+    once. The choosing nodes of one depth (``flexible``: ``r * h``, ``1 - z`` and ``z * h``)
+    are scored, mixed and ranked together, as one ``(B, 3, k, p)`` stack.
 
     Shape:
         - x, state: ``(B, p)``; output ``(h_t, [trace])``. The trace is a
@@ -367,6 +382,7 @@ class RRNNGRUCell(_TupleModule):
                                  gru.spaces[0].n_iterations)
         tuples, children, self._source = self._plan(gru, n_tuples)
         self._groups = self._compile(gru, tuples, children)
+        self._levels = _levels(self._groups, len(self.space.leaves))
         self.choosing_nodes = tuple(k for k, allowed in enumerate(tuples) if len(allowed) > 1)
         lefts, rights = {g.left for g in self._groups}, {g.right for g in self._groups}
         self._sides = {c: tuple(side for side, read in (("L", lefts), ("R", rights)) if c in read)
@@ -469,38 +485,61 @@ class RRNNGRUCell(_TupleModule):
         vals += [None] * (len(self._source) - len(vals))  # the nodes', each written once below
         proj = {} if x_proj is None else {0: x_proj}
         ranked: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-        for g in self._groups:
-            for c in (g.left, g.right):
-                if c not in proj:
-                    proj[c] = self.project(c, vals[c], params)
-            cands = g.act(g.op(proj[g.left]["L"][:, g.rows], proj[g.right]["R"][:, g.rows]) + params.bias[g.rows])
-            for out, span in zip(g.outs, g.spans):
-                if span.stop - span.start == 1:
-                    vals[out] = cands[:, span.start]
-                else:
-                    vals[out], ranked[out] = self._choose(cands[:, span], params, traces)
-            for alias, original in g.aliases:
-                vals[alias] = vals[original]
+        for level in self._levels:
+            choosing: list[tuple[int, Tensor]] = []
+            for g in level:
+                for c in (g.left, g.right):
+                    if c not in proj:
+                        proj[c] = self.project(c, vals[c], params)
+                cands = g.act(g.op(proj[g.left]["L"][:, g.rows], proj[g.right]["R"][:, g.rows])
+                              + params.bias[g.rows])
+                for out, span in zip(g.outs, g.spans):
+                    if span.stop - span.start == 1:
+                        vals[out] = cands[:, span.start]
+                    else:
+                        choosing.append((out, cands[:, span]))
+            self._choose_level(choosing, vals, ranked, params, traces)
+            for g in level:
+                for alias, original in g.aliases:
+                    vals[alias] = vals[original]
         return vals[-1], ([self._trace(vals, ranked)] if traces else [])
+
+    def _choose_level(self, choosing: list[tuple[int, Tensor]], vals: list[Tensor | None],
+                      ranked: dict[int, tuple[Tensor, Tensor, Tensor]], params: _GRUParams, traced: bool) -> None:
+        """Make the choosing nodes ``(value, candidates (B, k, p))`` of one level: those with
+        the same ``k`` are scored, mixed and ranked together, stacked ``(B, m, k, p)``."""
+        by_count: dict[int, list[tuple[int, Tensor]]] = {}
+        for out, cands in choosing:
+            by_count.setdefault(cands.shape[1], []).append((out, cands))
+        for nodes in by_count.values():
+            if len(nodes) == 1:
+                (out, cands), = nodes
+                vals[out], ranked[out] = self._choose(cands, params, traced)
+                continue
+            value, rank = self._choose(torch.stack([cands for _, cands in nodes], 1), params, traced)
+            columns = zip(*(column.unbind(1) for column in rank)) if rank is not None else [None] * len(nodes)
+            for (out, _), v, r in zip(nodes, value.unbind(1), columns):
+                vals[out], ranked[out] = v, r
 
     def _choose(self, cands: Tensor, params: _GRUParams, traced: bool
                 ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
-        """The node's vector from its candidates ``(B, k, p)`` by their scores ``alpha``, and
-        ``(choice among the k, best score, second score)`` when ranked."""
+        """The nodes' vectors ``(..., p)`` from their candidates ``(..., k, p)`` by their scores
+        ``alpha``, and ``(choice among the k, best score, second score)`` ``(...)`` when
+        ranked."""
         W1, b1, w2, b2 = params.scoring
-        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (B, k)
+        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (..., k)
         soft = None
         if self.mode != "hard":
             tau = params.tau if self.tau_units == "score" else params.tau * scores.detach().std(
-                1, unbiased=False, keepdim=True).clamp(min=SPREAD_FLOOR)
-            weights = torch.softmax(scores / tau, 1)
-            soft = torch.bmm(weights[:, None], cands)[:, 0]
+                -1, unbiased=False, keepdim=True).clamp(min=SPREAD_FLOOR)
+            weights = torch.softmax(scores / tau, -1)
+            soft = torch.matmul(weights.unsqueeze(-2), cands).squeeze(-2)
             if self.mode == "soft" and not traced:
                 return soft, None
-        top = scores.detach().topk(2, 1).indices
-        choice = top[:, 0]
-        hard = torch.take_along_dim(cands, choice[:, None, None], 1)[:, 0]
-        best, second = scores.gather(1, top).unbind(1)
+        top = scores.detach().topk(2, -1).indices
+        choice = top[..., 0]
+        hard = torch.take_along_dim(cands, choice[..., None, None], -2).squeeze(-2)
+        best, second = scores.gather(-1, top).unbind(-1)
         value = hard if soft is None else soft if self.mode == "soft" else hard + (soft - soft.detach())
         return value, (choice, best, second)
 
