@@ -538,10 +538,11 @@ class RRNNGRUCell(_TupleModule):
                 return soft, None
         top = scores.detach().topk(2, -1).indices
         choice = top[..., 0]
-        hard = torch.take_along_dim(cands, choice[..., None, None], -2).squeeze(-2)
         best, second = scores.gather(-1, top).unbind(-1)
-        value = hard if soft is None else soft if self.mode == "soft" else hard + (soft - soft.detach())
-        return value, (choice, best, second)
+        if self.mode == "soft":
+            return soft, (choice, best, second)
+        hard = torch.take_along_dim(cands, choice[..., None, None], -2).squeeze(-2)
+        return (hard if soft is None else hard + (soft - soft.detach())), (choice, best, second)
 
     def _trace(self, vals: list[Tensor], ranked: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
         """The step's :class:`SearchTrace` from the values and each choosing node's ranking."""
