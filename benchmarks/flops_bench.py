@@ -27,7 +27,7 @@ from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.cell.layout import SearchSpace
 
-__all__ = ["search_flops", "matmul_gflops", "achieved"]
+__all__ = ["search_flops", "training_step_flops", "matmul_gflops", "achieved"]
 
 
 def search_flops(space: SearchSpace, p: int, H: int) -> dict[str, int]:
@@ -59,12 +59,17 @@ def matmul_gflops(shapes: tuple[tuple[int, int, int], ...], repeat: int = 10,
     return out
 
 
+def training_step_flops(space: SearchSpace, p: int, H: int, batch: int, steps: int) -> dict[str, int]:
+    """FLOPs (``nominal`` and ``executed``) of a training step of ``batch`` sequences of
+    ``steps`` time steps: 3 forward passes of the search per sample and step."""
+    return {k: 3 * v * batch * steps for k, v in search_flops(space, p, H).items()}
+
+
 def achieved(space: SearchSpace, p: int, H: int, batch: int, steps: int, step_s: float,
              shapes: tuple[tuple[int, int, int], ...], device: torch.device = torch.device("cpu")) -> dict[str, Any]:
     """GFLOP/s of a training step that took ``step_s`` seconds, against ``torch.matmul`` on
     the same ``device``."""
-    per_sample = search_flops(space, p, H)
-    train = {k: 3 * v * batch * steps for k, v in per_sample.items()}
+    train = training_step_flops(space, p, H, batch, steps)
     matmul = matmul_gflops(shapes, device=device)
     peak = max(matmul.values())
     gflops = {k: v / step_s / 1e9 for k, v in train.items()}

@@ -158,10 +158,9 @@ def _large_batch_fraction(result: dict[str, Any]) -> float | None:
     if row is None:
         return None
     base = scaling["base"]
-    space = search_bench.paper_space(base["n_iterations"])
-    per_sample = flops_bench.search_flops(space, base["p"], base["scoring_hidden"])["executed"]
-    gflops = 3 * per_sample * GPU_LARGE_BATCH * base["steps"] / row["time_s"] / 1e9
-    return gflops / result["flops"]["matmul_peak_gflops"]
+    flops = flops_bench.training_step_flops(search_bench.paper_space(base["n_iterations"]), base["p"],
+                                            base["scoring_hidden"], GPU_LARGE_BATCH, base["steps"])["executed"]
+    return flops / row["time_s"] / 1e9 / result["flops"]["matmul_peak_gflops"]
 
 
 def _gpu_rows(result: dict[str, Any]) -> list[str]:
