@@ -478,15 +478,17 @@ class _Candidates:
         """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
         ``tau`` a number or a ``(B,)`` per-sample temperature.
 
-        A number: block ``i`` keeps ``U_i = sum_c exp(l_c - m_i) v_c``,
-        ``Z_i = sum_c exp(l_c - m_i)`` (``l = alpha / tau``, excluded ``l = -inf``, ``m_i`` its
-        max, a constant), rebuilt only when the block's eligibility changes; the mixture is
-        ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``, exactly the softmax. A per-sample
-        ``tau`` changes from call to call, so no partial sum can be kept: one softmax over all
-        candidates gives the weights, and each block mixes its share.
+        With partial sums (``tau`` then a number): block ``i`` keeps
+        ``U_i = sum_c exp(l_c - m_i) v_c``, ``Z_i = sum_c exp(l_c - m_i)`` (``l = alpha / tau``,
+        excluded ``l = -inf``, ``m_i`` its max, a constant), rebuilt only when the block's
+        eligibility changes; the mixture is ``sum_i exp(m_i - m) U_i / sum_i exp(m_i - m) Z_i``,
+        exactly the softmax. Without (a per-sample ``tau`` changes from call to call, so no
+        partial sum can be kept): one softmax over all candidates gives the weights, and each
+        block mixes its share.
         """
-        if torch.is_tensor(tau):
-            logits = (self.scores / tau[:, None]).masked_fill(self.excluded, -torch.inf)
+        if not self.partial_sums:  # exclude() tracks no block's changes then: nothing cached
+            logits = (self.scores / (tau[:, None] if torch.is_tensor(tau) else tau)).masked_fill(
+                self.excluded, -torch.inf)
             weights = torch.softmax(logits, 1)
             return sum(block.mix(weights[:, start:start + block.size])
                        for block, start in zip(self.blocks, self.starts))
