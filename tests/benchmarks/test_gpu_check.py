@@ -16,9 +16,9 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.sh"
 
 
-def _check(out: Path, *parts: str, **env: str) -> subprocess.CompletedProcess:
+def _check(out: Path | str, *parts: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), str(out), *parts], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "DEVICE": "cpu", "QUICK": "1", **env})
+                          cwd=cwd, env={**os.environ, "DEVICE": "cpu", "QUICK": "1", **env})
 
 
 def test_every_part_runs_and_is_recorded(tmp_path):
@@ -36,8 +36,7 @@ def test_every_part_runs_and_is_recorded(tmp_path):
 
 
 def test_a_relative_out_is_taken_from_where_the_check_starts(tmp_path):
-    done = subprocess.run(["bash", str(SCRIPT), "out", "env"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env={**os.environ, "DEVICE": "cpu", "QUICK": "1"})
+    done = _check("out", "env", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out" / "summary.json").read_text())[0]["part"] == "env"
 

@@ -245,13 +245,14 @@ class HostTraffic(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]]) -> tuple[float, list[str]]:
-    """The events ``count`` records per training step of ``model`` on ``device``: the
-    difference between a 5-step and a 2-step epoch (after a warm-up epoch that makes what is
-    made once), per step; and the events of the longer epoch."""
+def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]], **settings
+              ) -> tuple[float, list[str]]:
+    """The events ``count`` records per training step of ``model`` on ``device`` (with
+    ``settings`` over :data:`TINY`): the difference between a 5-step and a 2-step epoch (after a
+    warm-up epoch that makes what is made once), per step; and the events of the longer epoch."""
     recorded = {}
     for steps in (2, 2, 5):
-        config, dataset, net, targets = _setup(model, device, n_train=4 * steps)
+        config, dataset, net, targets = _setup(model, device, n_train=4 * steps, **settings)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
         with count() as events:
             loop = torch_train._EpochLoop(net, dataset, config, optimizer, torch_train._loss(config),
@@ -330,9 +331,7 @@ def _search_reads(n_iterations: int, partial_sums: bool = True) -> int:
 def test_the_full_rrnn_reads_its_exclusion_outcomes_and_nothing_else(tau_units, monkeypatch):
     """Per training step (soft mode): :func:`_search_reads` per time step, and the finite check."""
     monkeypatch.setenv(progress.ENV, "1")
-    real = _setup
-    monkeypatch.setattr(sys.modules[__name__], "_setup", lambda *a, **k: real(*a, tau_units=tau_units, **k))
-    reads, where = _per_step("rrnn", "cpu", _host_reads)
+    reads, where = _per_step("rrnn", "cpu", _host_reads, tau_units=tau_units)
     assert reads == TINY["seq_len"] * _search_reads(TINY["n_iterations"], tau_units == "score") + 1, where
 
 
