@@ -10,6 +10,9 @@ row read 1.3-1.4 s instead of 0.1 s in eight runs).
 Peak memory is the high-water mark of the bytes held by tensors allocated while the function
 runs: on the CPU read from the torch profiler's allocation events (CPU torch has no allocator
 statistics), ``max_t sum_{events <= t} nbytes``; on a GPU from CUDA's allocator statistics.
+The operations a call dispatches are counted below autograd (forward and backward), each as a
+view, an allocation or a compute operation: on a GPU each compute operation launches at least
+one kernel, so their count times the per-launch cost bounds a step that is launch-bound.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from typing import Any, Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cellgraph.backends.torch.device import synchronize
 
-__all__ = ["best_time", "peak_memory", "machine", "load_average", "allocator"]
+__all__ = ["best_time", "peak_memory", "dispatched_ops", "machine", "load_average", "allocator"]
 
 CPU = torch.device("cpu")
 
@@ -69,6 +73,39 @@ def peak_memory(fn: Callable[[], Any], device: torch.device = CPU) -> int:
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
                     if e.name() == "[memory]")
     return max(itertools.accumulate(n for _, n in events), default=0)
+
+
+#: operations that allocate a tensor and launch nothing
+ALLOCATIONS = frozenset(getattr(torch.ops.aten, name) for name in (
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"))
+#: views that the schema does not mark as views (they alias their input)
+UNMARKED_VIEWS = frozenset((torch.ops.aten._unsafe_view,))
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ATen operations dispatched while it is active, by kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = {"compute": 0, "views": 0, "allocations": 0}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        packet = func.overloadpacket
+        kind = ("views" if func.is_view or packet in UNMARKED_VIEWS
+                else "allocations" if packet in ALLOCATIONS else "compute")
+        self.counts[kind] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dispatched_ops(fn: Callable[[], Any], device: torch.device = CPU) -> dict[str, int]:
+    """The ATen operations one call of ``fn`` dispatches, forward and backward (counted below
+    autograd, so each is one kernel-level operation): ``compute`` (each launches at least one
+    kernel on a GPU), ``views`` (metadata only) and ``allocations`` (memory only). The call is
+    not timed: counting costs several microseconds an operation."""
+    with _OpCounter() as counter:
+        fn()
+        synchronize(device)
+    return dict(counter.counts)
 
 
 def load_average() -> list[float]:

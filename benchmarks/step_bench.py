@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from cellgraph.backends.torch.freeze import FrozenRNN, freeze
 from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU, GRUBaseline
-from cellgraph.benchmarks.measure import best_time, peak_memory
+from cellgraph.benchmarks.measure import best_time, dispatched_ops, peak_memory
 from cellgraph.targets import target
 
 __all__ = ["CellLoop", "models", "training_step", "compare_steps"]
@@ -82,8 +82,9 @@ def training_step(model: nn.Module, input: Tensor) -> Callable[[], None]:
 def compare_steps(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
                   scoring_hidden: int = 256, repeat: int = 3, seed: int = 0,
                   names: tuple[str, ...] | None = None, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
-    """Time (best of ``repeat``) and peak memory of one training step of each model on
-    ``device``, and their ratios to ``torch_gru``."""
+    """Time (best of ``repeat``), peak memory and the operations dispatched
+    (:func:`~cellgraph.benchmarks.measure.dispatched_ops`) of one training step of each model
+    on ``device``, the time per compute operation, and the ratios to ``torch_gru``."""
     torch.manual_seed(seed)
     input = torch.randn(steps, batch, p).to(device)
     builders = models(p, n_iterations, scoring_hidden)
@@ -92,7 +93,8 @@ def compare_steps(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: 
         torch.manual_seed(seed)
         step = training_step(builders[name]().to(device), input)
         rows[name] = {"time_s": best_time(step, repeat=repeat, device=device),
-                      "peak_bytes": peak_memory(step, device)}
+                      "peak_bytes": peak_memory(step, device), "ops": dispatched_ops(step, device)}
+        rows[name]["time_per_compute_op_us"] = rows[name]["time_s"] / max(rows[name]["ops"]["compute"], 1) * 1e6
     base = rows["torch_gru"]
     for row in rows.values():
         row["time_vs_torch_gru"] = row["time_s"] / base["time_s"]

@@ -234,12 +234,14 @@ def table(result: dict[str, Any]) -> str:
     lines += [
         f"(2) one training step, fwd+bwd (batch {c['batch']}, {c['steps']} steps, p={c['p']}, "
         f"N={c['n_iterations']}, scoring hidden {c['scoring_hidden']}; best of N)",
-        "| model | time (s) | x torch.nn.GRU | peak memory | x torch.nn.GRU |",
-        "|---|---|---|---|---|",
+        "| model | time (s) | x torch.nn.GRU | peak memory | x torch.nn.GRU | compute ops | views "
+        "| time per compute op (us) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, row in result["steps"]["models"].items():
         lines.append(f"| {name} | {row['time_s']:.4f} | {row['time_vs_torch_gru']:.1f} | "
-                     f"{_fmt_bytes(row['peak_bytes'])} | {row['memory_vs_torch_gru']:.1f} |")
+                     f"{_fmt_bytes(row['peak_bytes'])} | {row['memory_vs_torch_gru']:.1f} | "
+                     f"{row['ops']['compute']} | {row['ops']['views']} | {row['time_per_compute_op_us']:.2f} |")
     f = result["flops"]
     lines += [
         "",

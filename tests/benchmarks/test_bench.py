@@ -62,6 +62,10 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
                            "rrnn_gru", "frozen_gru", "gru_cell_loop", "torch_gru"}
     assert models["torch_gru"]["time_vs_torch_gru"] == 1.0
     assert all(row["time_s"] > 0 and row["peak_bytes"] > 0 for row in models.values())
+    assert all(row["time_per_compute_op_us"] == pytest.approx(row["time_s"] / row["ops"]["compute"] * 1e6)
+               for row in models.values())
+    assert models["rrnn_soft"]["ops"]["compute"] > models["rrnn_gru"]["ops"]["compute"] > models["torch_gru"]["ops"]["compute"]
+    assert "| compute ops | views | time per compute op (us) |" in printed
     assert result["flops"]["training_step_flops"]["nominal"] > result["flops"]["training_step_flops"]["executed"] > 0
     assert [row["n_iterations"] for row in result["scaling"]["n_iterations"]] == [2, 4]
     assert [row["scoring_hidden"] for row in result["scaling"]["scoring_hidden"]] == [2, 6]
@@ -132,6 +136,19 @@ def test_search_flops_count_the_incremental_pairs():
     per_candidate = 2 * p * H + 2 * H
     build = 6 * 4 * 2 * (2 * p + 4 * p)
     assert flops["nominal"] == projection + build + 6 * 32 * per_candidate
+
+
+def test_dispatched_ops_counts_forward_and_backward_by_kind():
+    from cellgraph.benchmarks.measure import dispatched_ops
+
+    a = torch.randn(3, 4, requires_grad=True)
+    assert dispatched_ops(lambda: a.detach().view(-1)) == {
+        "compute": 0, "views": 2, "allocations": 0}
+    assert dispatched_ops(lambda: torch.empty(3)) == {"compute": 0, "views": 0, "allocations": 1}
+    forward = dispatched_ops(lambda: torch.sigmoid(a * 2).sum())["compute"]
+    assert forward == 3  # mul, sigmoid, sum
+    # the backward pass adds at least the seed gradient, sigmoid's and mul's backward
+    assert dispatched_ops(lambda: torch.sigmoid(a * 2).sum().backward())["compute"] >= forward + 3
 
 
 @pytest.mark.parametrize("enabled", [True, False])
