@@ -1,6 +1,6 @@
-"""Item 6 of ``cellgraph bench``: the RRNN soft training step with the search's candidate
-block compiled by ``torch.compile`` (``RRNN(compile=True)``, config key ``compile``) against
-the eager step, in the same run.
+"""Item 6 of ``cellgraph bench``: the RRNN soft training step with the search compiled by
+``torch.compile``, each time step's search one graph (``RRNN(compile=True)``, config key
+``compile``), against the eager step, in the same run.
 
 The first compiled step includes the compilation (shorter when inductor's on-disk cache
 holds kernels from an earlier run); the step times are then the best of ``repeat`` rounds,
@@ -25,16 +25,18 @@ __all__ = ["compare_compile"]
 
 def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations: int = 9,
                     scoring_hidden: int = 256, repeat: int = 2, seed: int = 0,
-                    device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+                    device: torch.device = torch.device("cpu"), **settings: Any) -> dict[str, Any]:
     """Compile time, eager and compiled step times (on ``device``) and the largest output
-    difference."""
+    difference; ``settings``: more :class:`~cellgraph.backends.torch.rrnn.RRNN` arguments
+    (``candidate_norm="sample", tau_units="std"``: the setting of the full-RRNN runs of
+    RESULTS.md)."""
     torch.manual_seed(seed)
     input = torch.randn(steps, batch, p).to(device)
     models, runs = {}, {}
     for compiled in (False, True):
         torch.manual_seed(seed)
         models[compiled] = RRNN(p, n_tuples=3, n_iterations=n_iterations, scoring_hidden=scoring_hidden,
-                                mode="soft", return_traces=False, compile=compiled).to(device)
+                                mode="soft", return_traces=False, compile=compiled, **settings).to(device)
         runs[compiled] = training_step(models[compiled], input)
     runs[False]()  # warm-up of the eager step
     synchronize(device)
@@ -46,11 +48,11 @@ def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations
     for _ in range(repeat):
         for compiled, step in runs.items():
             times[compiled] = min(times[compiled], best_time(step, repeat=1, warmup=0, device=device))
-    with torch.no_grad():
-        diff = (models[False](input)[0] - models[True](input)[0]).abs().max().item()
+    # with gradients on: only then does the model run its compiled search
+    diff = (models[False](input)[0] - models[True](input)[0]).detach().abs().max().item()
     return {
         "config": {"p": p, "batch": batch, "steps": steps, "n_iterations": n_iterations,
-                   "scoring_hidden": scoring_hidden, "mode": "soft", "dtype": "float32"},
+                   "scoring_hidden": scoring_hidden, "mode": "soft", "dtype": "float32", **settings},
         "first_compiled_step_s": first,
         "eager_s": times[False],
         "compiled_s": times[True],

@@ -265,10 +265,10 @@ def table(result: dict[str, Any]) -> str:
     lines += ["", _epoch_line(result["epoch"]), ""]
     c = result["compile"]
     if c is None:
-        lines.append("(6) torch.compile of the search's candidate block: skipped (quick run)")
+        lines.append("(6) torch.compile of the search: skipped (quick run)")
     else:
         lines += [
-            "(6) RRNN soft step with the search's candidate block compiled (torch.compile) vs eager "
+            "(6) RRNN soft step with the search compiled (torch.compile, one graph per time step) vs eager "
             "(sizes of (2); best of N rounds)",
             "| first compiled step, compilation included (s) | eager (s) | compiled (s) | speed-up "
             "| fell back to eager | max output difference |",

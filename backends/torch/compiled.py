@@ -14,6 +14,7 @@ import warnings
 from typing import Any, Callable
 
 import torch
+from torch._dynamo import config as dynamo_config
 from torch._functorch import config as functorch_config
 
 from cellgraph.progress import note
@@ -22,11 +23,15 @@ __all__ = ["Compiled"]
 
 
 class Compiled:
-    """``fn`` (described as ``what`` in messages) through ``torch.compile(fn, dynamic=dynamic)``;
+    """``fn`` (described as ``what`` in messages, its compilation expected to take
+    ``duration``) through ``torch.compile(fn, dynamic=dynamic)``, traced and called with the
+    settings ``dynamo_config`` of ``torch._dynamo.config`` (for this function only);
     :attr:`fell_back` says whether it runs eagerly after a failure."""
 
-    def __init__(self, fn: Callable[..., Any], what: str, dynamic: bool = True) -> None:
-        self.fn, self.what, self.dynamic = fn, what, dynamic
+    def __init__(self, fn: Callable[..., Any], what: str, dynamic: bool | None = True,
+                 dynamo_config: dict[str, Any] | None = None, duration: str = "tens of seconds") -> None:
+        self.fn, self.what, self.dynamic, self.duration = fn, what, dynamic, duration
+        self.dynamo_config = dict(dynamo_config or {})
         self._compiled: Callable[..., Any] | None = None
         self.fell_back = False
 
@@ -37,9 +42,13 @@ class Compiled:
         start = time.perf_counter()
         try:
             if first:
-                note(f"compiling {self.what} with torch.compile (tens of seconds, once per model)...")
+                note(f"compiling {self.what} with torch.compile ({self.duration}, once per model)...")
                 self._compiled = torch.compile(self.fn, dynamic=self.dynamic)
-            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+            with functorch_config.patch(force_non_lazy_backward_lowering=True), \
+                    dynamo_config.patch(**self.dynamo_config), warnings.catch_warnings():
+                # dynamo traces through functools.lru_cache and warns that the cache could hide
+                # state; the project's cached functions are pure functions of their arguments
+                warnings.filterwarnings("ignore", "Dynamo detected a call to a `functools.lru_cache`")
                 out = self._compiled(*args)
         except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
             self.fell_back = True

@@ -34,7 +34,7 @@ from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
 from cellgraph.backends.torch.plan import group_nodes
-from cellgraph.backends.torch.search import CompiledBlock, SearchParams, prepare, search
+from cellgraph.backends.torch.search import CompiledSearch, SearchParams, prepare, search
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
 from cellgraph.cell.graph import MultiCell
@@ -124,8 +124,11 @@ class RRNNCell(_TupleModule):
             over each sample's features; :mod:`cellgraph.algorithm2`).
         spaces, layout: explicit search spaces (one per state) and their layout, instead of
             the sets above.
-        compile: build and score the candidates with ``torch.compile`` (the first steps
-            compile; where compilation fails it warns once and this model runs eagerly).
+        compile: run each search with gradients on (training) through ``torch.compile``, as
+            one graph (:class:`~cellgraph.backends.torch.search.CompiledSearch`; the first
+            steps compile; where compilation fails it warns once and this model runs
+            eagerly). Without gradients (evaluation) the search runs eagerly: compiled, the
+            hard search was slower on the CPU (BENCHMARKS.md).
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -161,7 +164,7 @@ class RRNNCell(_TupleModule):
         self.spaces, self.states = tuple(spaces), states
         self.mode, self.tau, self.compile_search = check_mode(mode), tau, compile
         self.tau_units = check_tau_units(tau_units)
-        self.compiled = CompiledBlock() if compile else None  # this model's, fallback included
+        self.compiled = CompiledSearch() if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.candidate_norm = candidate_norm
 
@@ -184,7 +187,8 @@ class RRNNCell(_TupleModule):
         for i, (space, name) in enumerate(zip(self.spaces, self.states)):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
-            trace = search(params[i], leaves, self.mode, self.tau, name, self.compiled, self.tau_units)
+            run = self.compiled if self.compiled is not None and torch.is_grad_enabled() else search
+            trace = run(params[i], leaves, self.mode, self.tau, name, self.tau_units)
             made[name] = trace.vectors[:, -1]
             traces.append(trace)
         new = tuple(made[s] for s in self.states)

@@ -40,9 +40,12 @@ a bfloat16 matmul would round candidate vectors by ~1e-2, far beyond ``EXCLUSION
 equal candidates could escape the exclusion test, and the keys' error bound
 (:class:`_KeyRule`) is that of the working dtype.
 
-The block function (candidates and their scores) can run through ``torch.compile``
-(``search(..., compiled=CompiledBlock())``); where compilation fails it warns once and runs
-eagerly.
+The whole search of a time step can run through ``torch.compile`` as one graph
+(:class:`CompiledSearch`; where compilation fails it warns once and runs eagerly). Traced, the
+block is built op by op (inductor fuses it), the pairs whose key intervals overlap are listed
+as an operation of data-dependent size rather than a graph break, and the soft mixture is
+rebuilt whole at every iteration instead of from per-block partial sums, whose upkeep branches
+on values read from the device.
 
 Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
 every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
@@ -68,6 +71,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 from torch.autograd.function import once_differentiable
+from torch.compiler import is_compiling
 
 from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
                                   check_tau_units)
@@ -79,7 +83,7 @@ from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
-__all__ = ["CompiledBlock", "SearchParams", "prepare", "search"]
+__all__ = ["CompiledSearch", "SearchParams", "prepare", "search"]
 
 
 @dataclass(frozen=True)
@@ -281,9 +285,9 @@ def _block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tenso
 
     Eagerly, a layout :func:`~cellgraph.backends.torch.fused.fusable` covers is built by
     :func:`~cellgraph.backends.torch.fused.fused_block` (one autograd node); traced by
-    ``torch.compile`` (:class:`CompiledBlock`), or for any other layout, op by op.
+    ``torch.compile`` (:class:`CompiledSearch`), or for any other layout, op by op.
     """
-    if w.fused and not torch.compiler.is_compiling():
+    if w.fused and not is_compiling():
         Z, Vn, scores = fused_block(Lc, Rc, GL, GR, w.bias, w.W1_bias, w.W1T, w.b1, w.w2, w.offset, w.scale,
                                     w.W1_sum, w.plan.nonlinear, w.plan.additive, w.norm)
     else:
@@ -337,12 +341,16 @@ def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
     return centred * rstd, mean, rstd
 
 
-class CompiledBlock(Compiled):
-    """:func:`_block` through ``torch.compile`` for one model (:class:`Compiled`: eager after
-    one warning where compilation fails, for this model only)."""
+class CompiledSearch(Compiled):
+    """:func:`search` through ``torch.compile`` for one model (:class:`Compiled`: eager after
+    one warning where compilation fails, for this model only). Dynamo captures the operations
+    of data-dependent output size (``nonzero``) and the scalars read from tensors, so that a
+    time step's search is one graph but for the final check that every sample had a
+    candidate."""
 
     def __init__(self) -> None:
-        super().__init__(_block, "the cell search", dynamic=True)
+        super().__init__(search, "the cell search", dynamic=None, duration="minutes",
+                         dynamo_config={"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True})
 
 
 class _Block:
@@ -402,11 +410,11 @@ class _Block:
 
 class _Candidates:
     """All blocks of a cell so far, with their flat scalar data concatenated, a detached table
-    of every candidate's vector (preallocated for the whole search, filled block by block),
-    and the per-block partial sums of the soft mixture (recomputed only when a block's
-    eligibility changes). ``partial_sums``: whether those sums are kept (a soft mixture with
-    one temperature for all samples); only then does an exclusion read which blocks it
-    changed."""
+    of every candidate's vector and the exclusion mask (both preallocated for the whole search,
+    filled block by block), and the per-block partial sums of the soft mixture (recomputed
+    only when a block's eligibility changes). ``partial_sums``: whether those sums are kept (a
+    soft mixture with one temperature for all samples); only then does an exclusion read
+    which blocks it changed."""
 
     def __init__(self, table: Tensor, rule: _KeyRule, partial_sums: bool) -> None:
         self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
@@ -415,7 +423,10 @@ class _Candidates:
         self.starts: list[int] = []
         self.size = 0
         self.scores: Tensor | None = None  # (B, C) differentiable
-        self.lo = self.hi = self.excluded = self.keyid = None
+        self.lo = self.hi = self.keyid = None
+        # (B, total); preallocated rather than concatenated: inductor (torch 2.13, CPU) fails to
+        # compile a concatenation of boolean masks
+        self._excluded = torch.zeros(table.shape[1], table.shape[0], dtype=torch.bool, device=table.device)
         self._sums: list[tuple[Tensor, Tensor, Tensor] | None] = []
 
     def add(self, block: _Block, keyid: Tensor) -> None:
@@ -428,13 +439,11 @@ class _Candidates:
         self.starts.append(self.size)
         self._sums.append(None)
         self.size += block.size
-        excluded = torch.zeros(lo.shape, dtype=torch.bool, device=lo.device)
         cat = lambda old, new: new if old is None else torch.cat([old, new], -1)  # noqa: E731
         self.scores = cat(self.scores, block.scores)
         self.lo = cat(self.lo, lo)
         self.hi = cat(self.hi, hi)
         self.keyid = cat(self.keyid, keyid)
-        self.excluded = cat(self.excluded, excluded)
 
     def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
         starts = _on_device(tuple(self.starts[first:]), torch.int64, c.device) - self.starts[first]
@@ -452,9 +461,14 @@ class _Candidates:
             for i, (before, after) in enumerate(zip([0, *upto], upto)):
                 if after > before:
                     self._sums[first + i] = None
-        excluded = self.excluded.clone()  # the old mask may be saved for backward
-        excluded[:, start:] |= mask
-        self.excluded = excluded
+        excluded = self._excluded.clone()  # the old mask may be saved for backward
+        excluded[:, start:self.size] |= mask
+        self._excluded = excluded
+
+    @property
+    def excluded(self) -> Tensor:
+        """``(B, C)`` whether each candidate so far is excluded."""
+        return self._excluded[:, :self.size]
 
     def looked_up(self, b: Tensor, c: Tensor, first: int = 0) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` (counted from block ``first``), detached."""
@@ -462,11 +476,19 @@ class _Candidates:
 
     def vectors(self, b: Tensor, c: Tensor) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` of samples ``b``, differentiable (the
-        hard node; :meth:`looked_up` gives them detached, in one op)."""
+        hard node; :meth:`looked_up` gives them detached, in one op). Eagerly, one read says
+        which blocks hold them, and only those gather; traced, every block gathers and each
+        row keeps its own block's vector (no read, more small operations, which the compiler
+        fuses)."""
         if len(self.blocks) == 1:
             return self.blocks[0].vectors(b, c)
         where = self._block_of(c)
         out = None
+        if is_compiling():
+            for i, (block, start) in enumerate(zip(self.blocks, self.starts)):
+                vec = block.vectors(b, (c - start).clamp(0, block.size - 1))
+                out = vec if out is None else torch.where((where == i)[:, None], vec, out)
+            return out
         for i in where.unique().tolist():
             sel = (where == i).nonzero()[:, 0]
             vec = self.blocks[i].vectors(b[sel], c[sel] - self.starts[i])
@@ -628,7 +650,7 @@ class _Projections:
 
 @no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
-           state: str = "h", compiled: CompiledBlock | None = None, tau_units: str = "score") -> SearchTrace:
+           state: str = "h", tau_units: str = "score") -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
     cast to it; autocast is off inside).
 
@@ -638,9 +660,6 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         mode: ``hard``, ``soft`` or ``straight-through``.
         tau: softmax temperature of the soft modes.
         state: the name of the state the run makes.
-        compiled: build and score the candidates through this model's
-            :class:`CompiledBlock` (``torch.compile``; eager, after one warning, where
-            compilation fails); None: eagerly.
         tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`: the soft
             modes divide ``alpha`` by ``tau`` times the spread of each sample's eligible
             scores).
@@ -674,12 +693,13 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     node_hi: list[Tensor] = []
     total = len(space.activations) * len(space.ops) * n_r * sum(
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
-    cands = _Candidates(leaves.new_empty(total, B, p), rule, soft and tau_units == "score")
+    partial_sums = soft and tau_units == "score" and not is_compiling()
+    cands = _Candidates(leaves.new_empty(total, B, p), rule, partial_sums)
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
     for k in range(1, N + 1):
         left, right = _pairs(len(nodes), k)
-        Z, Vn, scores = (compiled or _block)(
+        Z, Vn, scores = _block(
             params, proj.gather("L", left), proj.gather("R", right), proj.gather("GL", left), proj.gather("GR", right),
         )
         cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))

@@ -154,9 +154,9 @@ class TrainConfig:
                           "an ablation)", one_of(PLACEMENTS))
     identity_trainable: bool = _key(False, "rrnn-gru flexible: the identity tuple trains (starting "
                                     "from I, I, 0) instead of staying fixed")
-    compile: bool = _key(False, "rrnn: torch.compile the search's candidate block in its op-by-op form (on "
-                         "CPU 0.96-1.06x the eager fused block); rrnn-gru: the cell's step (eager "
-                         "where compilation fails)")
+    compile: bool = _key(False, "rrnn: torch.compile each training step's search as one graph (minutes "
+                         "to compile; evaluation stays eager); rrnn-gru: the cell's step (eager where "
+                         "compilation fails)")
     recompute: bool = _key(False, "rrnn, rrnn-gru: checkpoint every step; the search runs again in the "
                            "backward pass: 13x less memory at batch 16, 1.5-1.9x the time, same results")
     alternate_every: int = _key(0, "rrnn-gru: train the tuples and the scoring network in turn, "

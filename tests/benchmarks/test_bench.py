@@ -78,7 +78,7 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert len(result["targets"]) == 8
     assert all(isinstance(t["met"], bool) for t in result["targets"] if t["value"] is not None)
     assert "ESTIMATED from 1 of 313 batches" in printed and "trees equal" in printed
-    assert result["compile"] is None and "(6) torch.compile of the search's candidate block: skipped" in printed
+    assert result["compile"] is None and "(6) torch.compile of the search: skipped" in printed
     assert result["parallel"] == {"skipped": "one thread: no second core for a second process"}
     assert "(7) the soft step data-parallel over one-thread processes: skipped: one thread" in printed
     assert result["machine"]["device"] == "cpu" and result["machine"]["gpu"] is None

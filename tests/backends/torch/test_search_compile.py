@@ -1,4 +1,4 @@
-"""``torch.compile`` of the search's candidate block (full RRNN) and of the RRNN-GRU step: a
+"""``torch.compile`` of the search (full RRNN) and of the RRNN-GRU step: a
 failure (at ``torch.compile`` or at the first compiled call) warns once and gives exactly the
 eager results; compiled and eager agree."""
 
@@ -9,6 +9,7 @@ import warnings
 import pytest
 import torch
 
+from cellgraph.backends.torch import search as search_module
 from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
 from cellgraph.backends.torch.task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
@@ -65,8 +66,10 @@ def test_a_failure_switches_off_compilation_of_its_own_model_only(monkeypatch):
 def test_compile_bench_reports_the_fallback(monkeypatch):
     monkeypatch.setattr(torch, "compile", _fail)
     with pytest.warns(RuntimeWarning, match="running eagerly"):
-        result = compare_compile(p=4, batch=2, steps=2, n_iterations=2, scoring_hidden=3, repeat=1)
+        result = compare_compile(p=4, batch=2, steps=2, n_iterations=2, scoring_hidden=3, repeat=1,
+                                 candidate_norm="sample", tau_units="std")
     assert result["fell_back"] is True and result["max_abs_output_difference"] == 0.0
+    assert result["config"]["candidate_norm"] == "sample" and result["config"]["tau_units"] == "std"
     assert result["first_compiled_step_s"] > 0 and result["eager_s"] > 0 and result["compiled_s"] > 0
 
 
@@ -104,6 +107,55 @@ def test_compilation_is_announced_once(monkeypatch, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("compiling the cell search with torch.compile")
     assert lines[1].startswith("compiled the cell search in ")
+
+
+@pytest.mark.parametrize("mode, tau_units", [("soft", "score"), ("soft", "std"), ("hard", "score"),
+                                             ("straight-through", "score")])
+def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, tau_units):
+    """What the search does differently under ``torch.compile`` (the block op by op, the soft
+    mixture rebuilt whole, the hard node gathered from every block), run eagerly: the trees
+    are the same and values and gradients agree to float64 rounding."""
+    def run():
+        torch.manual_seed(0)
+        model = RRNN(6, 2, 6, scoring_hidden=5, mode=mode, tau_units=tau_units).double()
+        x = torch.randn(5, 4, 6, dtype=torch.float64, requires_grad=True)
+        output, _, traces = model(x)
+        (output.square().sum() + sum(t[0].best_score.sum() for t in traces)).backward()
+        picks = torch.stack([torch.stack([t[0].left, t[0].right, t[0].tuple_pos, t[0].op_pos, t[0].act_pos])
+                             for t in traces])
+        return picks, [output.detach(), x.grad] + [p.grad for p in model.parameters()]
+
+    eager_picks, eager = run()
+    monkeypatch.setattr(search_module, "is_compiling", lambda: True)
+    traced_picks, traced = run()
+    assert torch.equal(eager_picks, traced_picks)
+    assert eager_picks[:, :, :, 1:].ne(eager_picks[:, :, :, :1]).any()  # not one tree everywhere
+    # to rounding at the scale of the largest gradient: the hard node's reach 1e20 here, and
+    # b2's is a sum of such terms that cancels to ~1e4
+    scale = max(a.abs().max().item() for a in eager)
+    for a, b in zip(eager, traced):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12 * scale)
+
+
+def test_the_compiled_search_runs_with_gradients_only(monkeypatch):
+    """Training steps run the compiled search, evaluation (no gradients) the eager one."""
+    calls = []
+
+    def compile(fn, **kwargs):
+        def traced(*args):
+            calls.append(torch.is_grad_enabled())
+            return fn(*args)
+        return traced
+
+    monkeypatch.setattr(torch, "compile", compile)
+    torch.manual_seed(0)
+    model = RRNN(5, 2, 3, scoring_hidden=4, compile=True).double()
+    x = torch.randn(3, 2, 5, dtype=torch.float64)
+    with torch.no_grad():
+        model(x)
+    assert calls == []
+    model(x)
+    assert calls == [True] * 3  # one search per time step
 
 
 def _run_gru(compile: bool, tau: float = 1.0, model: RRNNGRU | None = None):
