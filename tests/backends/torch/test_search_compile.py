@@ -109,15 +109,16 @@ def test_compilation_is_announced_once(monkeypatch, capsys):
     assert lines[1].startswith("compiled the cell search in ")
 
 
-@pytest.mark.parametrize("mode, tau_units", [("soft", "score"), ("soft", "std"), ("hard", "score"),
-                                             ("straight-through", "score")])
-def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, tau_units):
+@pytest.mark.parametrize("mode, tau_units, norm", [("soft", "score", "none"), ("soft", "std", "none"),
+                                                   ("soft", "std", "sample"), ("hard", "score", "none"),
+                                                   ("straight-through", "score", "none")])
+def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, tau_units, norm):
     """What the search does differently under ``torch.compile`` (the block op by op, the soft
     mixture rebuilt whole, the hard node gathered from every block), run eagerly: the trees
     are the same and values and gradients agree to float64 rounding."""
     def run():
         torch.manual_seed(0)
-        model = RRNN(6, 2, 6, scoring_hidden=5, mode=mode, tau_units=tau_units).double()
+        model = RRNN(6, 2, 6, scoring_hidden=5, mode=mode, tau_units=tau_units, candidate_norm=norm).double()
         x = torch.randn(5, 4, 6, dtype=torch.float64, requires_grad=True)
         output, _, traces = model(x)
         (output.square().sum() + sum(t[0].best_score.sum() for t in traces)).backward()
