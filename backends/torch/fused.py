@@ -180,7 +180,7 @@ def affine_scores_backward(first_layer: Callable[[int], Tensor], grad: Tensor, w
     for u in range(scale.shape[0]):
         s = first_layer(u).sigmoid_()
         g = grad[:, u]
-        gw = torch.mv(s.view(-1, s.shape[-1]).T, g.reshape(-1))
+        gw = torch.mm(g.reshape(1, -1), s.view(-1, s.shape[-1]))[0]  # not mv: see search._times
         dw2 = gw if dw2 is None else dw2.add_(gw)
         ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
         doffset.append(ds.sum((0, 1, 2)))

@@ -201,6 +201,13 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     )
 
 
+def _times(x: Tensor, v: Tensor) -> Tensor:
+    """``x @ v`` for ``x (..., n)``, ``v (n,)``, as a product with a one-column matrix: traced,
+    inductor fuses a matrix-vector product into the loops around it, which ran slower on the
+    CPU than the matrix product's library call (BENCHMARKS.md, "The whole search compiled")."""
+    return torch.mm(x.reshape(-1, x.shape[-1]), v[:, None]).view(x.shape[:-1])
+
+
 @functools.lru_cache(maxsize=1024)
 def _on_device(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
     """``torch.tensor(values)`` on ``device``, copied there once per distinct ``values``
@@ -237,7 +244,7 @@ class _KeyRule:
 
     def of_vectors(self, v: Tensor) -> tuple[Tensor, Tensor]:
         """``(lo, hi)`` of the vectors ``v (..., p)``."""
-        return self.interval(v @ self.g, v.abs() @ self.g)
+        return self.interval(_times(v, self.g), _times(v.abs(), self.g))
 
 
 class _AffineScores(torch.autograd.Function):
@@ -255,7 +262,7 @@ class _AffineScores(torch.autograd.Function):
         ctx.save_for_backward(t, offset, w2, scale)
         scores = []
         for u in range(scale.shape[0]):  # a loop, not a comprehension, for dynamo
-            scores.append(torch.addcmul(offset[u], t, scale[u]).sigmoid_() @ w2)
+            scores.append(_times(torch.addcmul(offset[u], t, scale[u]).sigmoid_(), w2))
         return torch.stack(scores, 1)
 
     @staticmethod
@@ -312,7 +319,7 @@ def _scored(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tens
         elif normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
             Vn = _normalized(Vn, w.norm)[0]
         h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
-        scores.append((h1 @ w.w2).view(B, -1))
+        scores.append(_times(h1, w.w2).view(B, -1))
     if plan.affine:
         if normed:  # the affine candidates are a zn: the block keeps zn (statistics per slot)
             Z, mean, rstd = _normalized(Z, w.norm)
