@@ -17,6 +17,7 @@ import torch
 from torch._dynamo import config as dynamo_config
 from torch._functorch import config as functorch_config
 
+from cellgraph.errors import CellGraphError
 from cellgraph.progress import note
 
 __all__ = ["Compiled"]
@@ -50,6 +51,8 @@ class Compiled:
                 # state; the project's cached functions are pure functions of their arguments
                 warnings.filterwarnings("ignore", "Dynamo detected a call to a `functools.lru_cache`")
                 out = self._compiled(*args)
+        except CellGraphError:  # the function's own error (bad input), not the compiler's
+            raise
         except Exception as err:  # noqa: BLE001 - dynamo/inductor errors: fall back
             self.fell_back = True
             warnings.warn(f"torch.compile of {self.what} failed, running eagerly: {type(err).__name__}: {err}",

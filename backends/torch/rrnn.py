@@ -22,12 +22,12 @@ tuples in state order (LSTM: ``(c, h)``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
 from cellgraph.backends.torch import ops as torch_ops
@@ -210,6 +210,14 @@ def structure(traces: Sequence[SearchTrace], b: int) -> MultiCell:
     return MultiCell(tuple(tr.graph(b) for tr in traces))
 
 
+def _checkpointed(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` checkpointed (non-reentrant): recomputed in the backward pass, in full.
+    Stopping the recomputation early raises an exception out of ``fn``, which a compiled
+    ``fn`` (:class:`Compiled`) would take for a failure of the compiler."""
+    with set_checkpoint_early_stop(False):
+        return checkpoint(fn, *args, use_reentrant=False)
+
+
 class _Sequence(nn.Module):
     """Runs ``self.cell`` over a sequence; the output at ``t`` is the last state ``h_t``."""
 
@@ -222,7 +230,7 @@ class _Sequence(nn.Module):
 
     def _step(self, x_t: Tensor, state: State | None, params) -> tuple[State, list[SearchTrace] | None]:
         if self.recompute and torch.is_grad_enabled():
-            state, traces = checkpoint(self.cell, x_t, state, params, use_reentrant=False)
+            state, traces = _checkpointed(self.cell, x_t, state, params)
         else:
             state, traces = self.cell(x_t, state, params)
         return state, (traces if self.return_traces else None)  # dropped now: memory
@@ -586,7 +594,7 @@ class RRNNGRU(_Sequence):
         def step(t: int, x_t: Tensor, state: Tensor | None) -> tuple[Tensor, list[SearchTrace]]:
             args = (x_t, state, params, projected[t], self.return_traces)
             if self.recompute and torch.is_grad_enabled():
-                return checkpoint(cell, *args, use_reentrant=False)
+                return _checkpointed(cell, *args)
             return cell(*args)
 
         output, state, traces = torch_ops.run_sequence(step, input, state, self.batch_first)

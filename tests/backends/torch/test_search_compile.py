@@ -159,6 +159,46 @@ def test_the_compiled_search_runs_with_gradients_only(monkeypatch):
     assert calls == [True] * 3  # one search per time step
 
 
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_a_compiled_model_recomputes_its_steps(monkeypatch, model):
+    """With ``recompute``, the backward pass runs the compiled function again under the
+    checkpoint: that must not read as a failure of the compiler (the checkpoint used to stop
+    its recomputation with an exception out of it)."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # "compiles" at once
+
+    def run(recompute: bool):
+        torch.manual_seed(0)
+        made = (RRNN(5, 2, 3, scoring_hidden=4, compile=True, recompute=recompute) if model == "rrnn"
+                else RRNNGRU(5, 2, scoring_hidden=4, compile=True, recompute=recompute)).double()
+        x = torch.randn(3, 2, 5, dtype=torch.float64)
+        made(x)[0].square().sum().backward()
+        return made, [p.grad for p in made.parameters()]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        plain, expected = run(False)
+        recomputed, grads = run(True)
+    assert not recomputed.cell.compiled.fell_back if model == "rrnn" else not recomputed.compiled.fell_back
+    for a, b in zip(expected, grads):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_an_error_of_the_compiled_function_is_not_taken_for_the_compilers(monkeypatch):
+    from cellgraph.backends.torch.compiled import Compiled
+    from cellgraph.errors import CellGraphError
+
+    def search(*args):
+        raise CellGraphError("sample 0 has no eligible candidate")
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    compiled = Compiled(search, "the cell search")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(CellGraphError, match="no eligible candidate"):
+            compiled()
+    assert not compiled.fell_back
+
+
 def _run_gru(compile: bool, tau: float = 1.0, model: RRNNGRU | None = None):
     """Output, best scores and all gradients of a tiny RRNN-GRU in soft mode (fixed seed)."""
     torch.manual_seed(0)
