@@ -9,7 +9,10 @@ Models (all with input size = hidden size ``p``):
   O = {+, *}, aux {0}), per-sample trees; ``rrnn_soft_recompute`` the same with the search
   recomputed in the backward pass; ``rrnn_soft_sample_norm`` the soft step with the setting
   every full-RRNN training run of RESULTS.md uses (candidates normalised per sample, ``tau`` in
-  units of the score spread);
+  units of the score spread); ``rrnn_soft_reading`` and ``rrnn_soft_sync_free`` the soft step
+  with the search that reads its exclusion outcomes from the device at every iteration (the
+  default where it runs eagerly) and the one that reads nothing until it ends (the default
+  where it is compiled for a GPU), whatever the device;
 * ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn.RRNNGRU`;
 * ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
   run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
@@ -59,6 +62,8 @@ def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tup
         "rrnn_straight_through": lambda: RRNN(mode="straight-through", **rrnn),
         "rrnn_soft_recompute": lambda: RRNN(mode="soft", recompute=True, **rrnn),
         "rrnn_soft_sample_norm": lambda: RRNN(mode="soft", candidate_norm="sample", tau_units="std", **rrnn),
+        "rrnn_soft_reading": lambda: RRNN(mode="soft", sync_free=False, **rrnn),
+        "rrnn_soft_sync_free": lambda: RRNN(mode="soft", sync_free=True, **rrnn),
         "rrnn_gru": lambda: RRNNGRU(p, n_tuples, scoring_hidden=gru_scoring_hidden, return_traces=False),
         "frozen_gru": lambda: FrozenRNN(freeze(target("gru"), hidden_size=p)),
         "gru_cell_loop": lambda: CellLoop(nn.GRUCell(p, p)),

@@ -129,6 +129,8 @@ class RRNNCell(_TupleModule):
             steps compile; where compilation fails it warns once and this model runs
             eagerly). Without gradients (evaluation) the search runs eagerly: compiled, the
             hard search was slower on the CPU (BENCHMARKS.md).
+        sync_free: the search reads nothing from the device until it ends (``search``'s
+            ``sync_free``; ``None``: where it is compiled for a GPU). The same results.
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -141,7 +143,7 @@ class RRNNCell(_TupleModule):
                  scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
                  states: Sequence[str] = ("h",), candidate_norm: str = "none",
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
-                 compile: bool = False, tau_units: str = "score") -> None:
+                 compile: bool = False, tau_units: str = "score", sync_free: bool | None = None) -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -166,7 +168,7 @@ class RRNNCell(_TupleModule):
         self.tau_units = check_tau_units(tau_units)
         self.compiled = CompiledSearch() if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
-        self.candidate_norm = candidate_norm
+        self.candidate_norm, self.sync_free = candidate_norm, sync_free
 
     def scoring_parameters(self) -> list[nn.Parameter]:
         return list(self.scoring.parameters())
@@ -188,7 +190,7 @@ class RRNNCell(_TupleModule):
             leaves = torch.stack([torch_ops.leaf_vector(leaf, x, prev, made).expand_as(x)
                                   for leaf in space.leaves], 1)
             run = self.compiled if self.compiled is not None and torch.is_grad_enabled() else search
-            trace = run(params[i], leaves, self.mode, self.tau, name, self.tau_units)
+            trace = run(params[i], leaves, self.mode, self.tau, name, self.tau_units, self.sync_free)
             made[name] = trace.vectors[:, -1]
             traces.append(trace)
         new = tuple(made[s] for s in self.states)

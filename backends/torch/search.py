@@ -421,11 +421,11 @@ class _Candidates:
     filled block by block), and the per-block partial sums of the soft mixture (recomputed
     only when a block's eligibility changes). ``partial_sums``: whether those sums are kept (a
     soft mixture with one temperature for all samples); only then does an exclusion read
-    which blocks it changed."""
+    which blocks it changed. ``read_free``: :meth:`vectors` reads nothing from the device."""
 
-    def __init__(self, table: Tensor, rule: _KeyRule, partial_sums: bool) -> None:
+    def __init__(self, table: Tensor, rule: _KeyRule, partial_sums: bool, read_free: bool) -> None:
         self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
-        self.partial_sums = partial_sums
+        self.partial_sums, self.read_free = partial_sums, read_free
         self.blocks: list[_Block] = []
         self.starts: list[int] = []
         self.size = 0
@@ -483,15 +483,15 @@ class _Candidates:
 
     def vectors(self, b: Tensor, c: Tensor) -> Tensor:
         """``(K, p)`` vectors of flat candidates ``c`` of samples ``b``, differentiable (the
-        hard node; :meth:`looked_up` gives them detached, in one op). Eagerly, one read says
-        which blocks hold them, and only those gather; traced, every block gathers and each
-        row keeps its own block's vector (no read, more small operations, which the compiler
-        fuses)."""
+        hard node; :meth:`looked_up` gives them detached, in one op). By default one read says
+        which blocks hold them, and only those gather; ``read_free`` (traced, or a sync-free
+        search), every block gathers and each row keeps its own block's vector (no read, more
+        small operations, which a compiler fuses)."""
         if len(self.blocks) == 1:
             return self.blocks[0].vectors(b, c)
         where = self._block_of(c)
         out = None
-        if is_compiling():
+        if self.read_free:
             for i, (block, start) in enumerate(zip(self.blocks, self.starts)):
                 vec = block.vectors(b, (c - start).clamp(0, block.size - 1))
                 out = vec if out is None else torch.where((where == i)[:, None], vec, out)
@@ -543,15 +543,18 @@ class _Candidates:
 
 
 def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo: Tensor,
-             ref_hi: Tensor, first: int = 0, known: Tensor | None = None) -> Tensor:
+             ref_hi: Tensor, first: int = 0, known: Tensor | None = None, dense: bool = False) -> Tensor:
     """``(B, C', m)`` whether each candidate (from block ``first`` on) equals reference vector
     ``m`` of its sample within ``EXCLUSION_TOL`` (max-abs).
 
     ``ref_lo``, ``ref_hi`` ``(B, m)`` are the references' key intervals (:class:`_KeyRule`);
     ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs whose
     intervals overlap. ``known (B,)`` optionally names, per sample, a candidate that *is*
-    reference ``0``."""
+    reference ``0``. ``dense``: every pair is compared entry by entry instead, with nothing
+    read from the device (the same outcome: pairs whose intervals do not overlap differ)."""
     start = cands.starts[first]
+    if dense:
+        return _dense_matches(cands.table[start:cands.size].transpose(0, 1), ref, ref_lo.shape, known)
     lo, hi = cands.lo[:, start:, None], cands.hi[:, start:, None]
     near = (lo <= ref_hi[:, None, :]) & (hi >= ref_lo[:, None, :])
     out = torch.zeros_like(near)
@@ -561,6 +564,21 @@ def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo
         out[rows, known, 0] = True
     b, c, m = near.nonzero(as_tuple=True)  # the one read of the check: how many pairs (often none)
     out[b, c, m] = (cands.looked_up(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
+    return out
+
+
+def _dense_matches(vectors: Tensor, ref: Callable[[Tensor, Tensor], Tensor], shape: torch.Size,
+                   known: Tensor | None) -> Tensor:
+    """:func:`_matches` of the candidates ``vectors (B, C', p)`` and every reference of the
+    ``shape (B, m)``, by their max-abs distance (``torch.cdist`` with ``p = inf``: the same
+    rounding as the entry-by-entry test, without a ``(B, C', m, p)`` difference)."""
+    B, M = shape
+    rows = torch.arange(B, device=vectors.device)
+    pairs = rows[:, None].expand(B, M).reshape(-1), torch.arange(M, device=vectors.device).expand(B, M).reshape(-1)
+    refs = ref(*pairs).view(B, M, -1)
+    out = torch.cdist(vectors, refs, p=float("inf")) <= EXCLUSION_TOL
+    if known is not None:
+        out[rows, known, 0] = True
     return out
 
 
@@ -657,7 +675,7 @@ class _Projections:
 
 @no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
-           state: str = "h", tau_units: str = "score") -> SearchTrace:
+           state: str = "h", tau_units: str = "score", sync_free: bool | None = None) -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
     cast to it; autocast is off inside).
 
@@ -670,6 +688,15 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`: the soft
             modes divide ``alpha`` by ``tau`` times the spread of each sample's eligible
             scores).
+        sync_free: read nothing from the device until the search ends (then once, whether a
+            sample ran out of candidates), so that the host never waits for an accelerator
+            mid-search and a compiled search is one graph of fixed shapes; ``None``: when
+            compiled for a device other than the CPU. The exclusion tests then compare every
+            candidate with its references entry by entry, the soft mixture is rebuilt whole at
+            every iteration and the hard node is gathered from every block: more operations
+            and arithmetic (BENCHMARKS.md, "On a GPU"), the same results. Otherwise they read
+            how many pairs' key intervals overlap, which blocks an exclusion changed and which
+            blocks hold the chosen candidates.
 
     Returns:
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
@@ -688,6 +715,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
     leaves = leaves.to(params.proj_weight.dtype)
     device = leaves.device
+    sync_free = device.type != "cpu" and is_compiling() if sync_free is None else sync_free
     N, n_r = space.n_iterations, len(space.tuples)
     code = _KeyCode(len(space.ops), len(space.activations), n_leaves + N)
     rule = _KeyRule.of(p, leaves.dtype, device)
@@ -700,8 +728,9 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     node_hi: list[Tensor] = []
     total = len(space.activations) * len(space.ops) * n_r * sum(
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
-    partial_sums = soft and tau_units == "score" and not is_compiling()
-    cands = _Candidates(leaves.new_empty(total, B, p), rule, partial_sums)
+    read_free = sync_free or is_compiling()
+    cands = _Candidates(leaves.new_empty(total, B, p), rule, soft and tau_units == "score" and not read_free,
+                        read_free)
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
     for k in range(1, N + 1):
@@ -711,7 +740,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         )
         cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))
         if node_lo:  # the new block against P_{k-1}
-            _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi)
+            _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi, sync_free)
         choice, eligible, none = _choose(cands)
         no_choice.append(none)
         chosen_keys.append(cands.keyid[choice])
@@ -727,7 +756,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
             soft_node = node.detach() if mode == "soft" and k < N else None
             ref_lo, ref_hi = _chosen_interval(cands, choice, soft_node, rule)
             same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
-                            ref_lo, ref_hi, known=choice)
+                            ref_lo, ref_hi, known=choice, dense=sync_free)
         second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
         if k == N:
             break
@@ -745,13 +774,14 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
 
 
 @torch.no_grad()
-def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor], node_hi: list[Tensor]) -> None:
+def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor], node_hi: list[Tensor],
+                  dense: bool) -> None:
     """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
     (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
-    ``node_lo``, ``node_hi`` overlap)."""
+    ``node_lo``, ``node_hi`` overlap, or for all pairs if ``dense``: :func:`_matches`)."""
     last = len(cands.blocks) - 1
     matches = _matches(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], torch.stack(node_lo, 1),
-                       torch.stack(node_hi, 1), first=last)
+                       torch.stack(node_hi, 1), first=last, dense=dense)
     cands.exclude(matches.any(-1), first=last)
 
 

@@ -335,6 +335,26 @@ def test_the_full_rrnn_reads_its_exclusion_outcomes_and_nothing_else(tau_units, 
     assert reads == TINY["seq_len"] * _search_reads(TINY["n_iterations"], tau_units == "score") + 1, where
 
 
+@pytest.mark.parametrize("mode", ["soft", "hard", "straight-through"])
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_a_sync_free_search_reads_once_at_its_end(mode, sync_free):
+    """``sync_free`` (the search's default on a GPU) reads one value per search, once it has
+    run (whether a sample ran out of candidates), in training and in evaluation; the default
+    search on the CPU reads its exclusion outcomes at every iteration (and, choosing hard with
+    gradients, which blocks hold the chosen candidates)."""
+    torch.manual_seed(0)
+    n_iterations, steps = 3, 4
+    model = RRNN(6, 2, n_iterations, scoring_hidden=5, mode=mode, return_traces=False, sync_free=sync_free)
+    x = torch.randn(steps, 3, 6)
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad), HostTraffic() as traffic:
+            model(x)
+        if sync_free:
+            assert len(traffic.reads) == steps, traffic.reads
+        else:
+            assert len(traffic.reads) >= steps * 2 * n_iterations, traffic.reads  # 2 N - 1 tests, 1 check
+
+
 @needs_cuda
 def test_the_full_rrnn_syncs_as_often_as_it_reads_on_cuda(monkeypatch):
     """CUDA counts no synchronising call beyond those reads (no boolean-mask indexing, say)."""
@@ -342,6 +362,23 @@ def test_the_full_rrnn_syncs_as_often_as_it_reads_on_cuda(monkeypatch):
     per_step, caught = _per_step("rrnn", "cuda", _cuda_syncs)
     assert per_step == TINY["seq_len"] * _search_reads(TINY["n_iterations"]) + 1, \
         [f"{w.filename}:{w.lineno}" for w in caught]
+
+
+@needs_cuda
+@pytest.mark.parametrize("mode", ["soft", "hard", "straight-through"])
+def test_a_sync_free_search_syncs_once_on_cuda(mode):
+    """CUDA counts one synchronising call per sync-free search, at its end, in training (the
+    backward pass included) and in evaluation."""
+    torch.manual_seed(0)
+    model = RRNN(6, 2, 3, scoring_hidden=5, mode=mode, return_traces=False, sync_free=True).cuda()
+    x = torch.randn(4, 3, 6, device="cuda")
+    model(x)[0].sum().backward()  # made once: the key rule, the index tensors
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad), _cuda_syncs() as caught:
+            output = model(x)[0]
+            if grad:
+                output.sum().backward()
+        assert len(caught) == 4, [f"{w.filename}:{w.lineno}" for w in caught]
 
 
 @pytest.mark.parametrize("model", ["gru", "lstm", "rrnn-gru"])

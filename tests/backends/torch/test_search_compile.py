@@ -16,11 +16,11 @@ from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.experiment.config import resolve_config
 
 
-def _run(mode: str, compile: bool, dtype=torch.float64, model: RRNN | None = None):
+def _run(mode: str, compile: bool, dtype=torch.float64, model: RRNN | None = None, sync_free: bool | None = None):
     """Output, scores, chosen tuples and all gradients of a tiny RRNN (fixed seed), or of
     ``model``, a copy of that one."""
     torch.manual_seed(0)
-    made = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile).to(dtype)
+    made = RRNN(5, 2, 3, scoring_hidden=4, mode=mode, compile=compile, sync_free=sync_free).to(dtype)
     model = made if model is None else model
     x = torch.randn(3, 2, 5, dtype=dtype, requires_grad=True)
     output, _, traces = model(x)
@@ -81,14 +81,14 @@ def test_the_config_key_reaches_the_search():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["soft", "hard"])
-def test_compiled_and_eager_agree(monkeypatch, mode):
+@pytest.mark.parametrize("mode, sync_free", [("soft", None), ("hard", None), ("soft", True)])
+def test_compiled_and_eager_agree(monkeypatch, mode, sync_free):
     """Real compilation (tens of seconds on a 2-core machine): same trees, values and
-    gradients within float32 rounding."""
+    gradients within float32 rounding; also for the sync-free search, a GPU's compiled one."""
     eager = _run(mode, False, torch.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
-        compiled = _run(mode, True, torch.float32)
+        compiled = _run(mode, True, torch.float32, sync_free=sync_free)
     assert torch.equal(eager[2], compiled[2])
     for a, b in zip(eager, compiled):
         if a is not None:
@@ -109,16 +109,19 @@ def test_compilation_is_announced_once(monkeypatch, capsys):
     assert lines[1].startswith("compiled the cell search in ")
 
 
+@pytest.mark.parametrize("path", ["traced", "sync-free"])
 @pytest.mark.parametrize("mode, tau_units, norm", [("soft", "score", "none"), ("soft", "std", "none"),
                                                    ("soft", "std", "sample"), ("hard", "score", "none"),
                                                    ("straight-through", "score", "none")])
-def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, tau_units, norm):
+def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, tau_units, norm, path):
     """What the search does differently under ``torch.compile`` (the block op by op, the soft
-    mixture rebuilt whole, the hard node gathered from every block), run eagerly: the trees
-    are the same and values and gradients agree to float64 rounding."""
-    def run():
+    mixture rebuilt whole, the hard node gathered from every block), run eagerly, and what it
+    does differently when sync-free (the same mixture and gather, every exclusion test dense):
+    the trees are the same and values and gradients agree to float64 rounding."""
+    def run(sync_free: bool):
         torch.manual_seed(0)
-        model = RRNN(6, 2, 6, scoring_hidden=5, mode=mode, tau_units=tau_units, candidate_norm=norm).double()
+        model = RRNN(6, 2, 6, scoring_hidden=5, mode=mode, tau_units=tau_units, candidate_norm=norm,
+                     sync_free=sync_free).double()
         x = torch.randn(5, 4, 6, dtype=torch.float64, requires_grad=True)
         output, _, traces = model(x)
         (output.square().sum() + sum(t[0].best_score.sum() for t in traces)).backward()
@@ -126,9 +129,10 @@ def test_the_paths_taken_when_traced_give_the_eager_results(monkeypatch, mode, t
                              for t in traces])
         return picks, [output.detach(), x.grad] + [p.grad for p in model.parameters()]
 
-    eager_picks, eager = run()
-    monkeypatch.setattr(search_module, "is_compiling", lambda: True)
-    traced_picks, traced = run()
+    eager_picks, eager = run(False)
+    if path == "traced":
+        monkeypatch.setattr(search_module, "is_compiling", lambda: True)
+    traced_picks, traced = run(path == "sync-free")
     assert torch.equal(eager_picks, traced_picks)
     assert eager_picks[:, :, :, 1:].ne(eager_picks[:, :, :, :1]).any()  # not one tree everywhere
     # to rounding at the scale of the largest gradient: the hard node's reach 1e20 here, and

@@ -1,12 +1,13 @@
 """The batched torch Algorithm 2 against the float64 numpy reference (on every device: the CPU,
-and CUDA where a GPU is present), and its soft modes."""
+and CUDA where a GPU is present; each with and without reads from the device mid-search), and
+its soft modes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from devices import DEVICES
+from devices import DEVICES, needs_cuda
 from hypothesis import given, settings, strategies as st
 
 from cellgraph.backends.numpy.backend import mlp_alpha, search as np_search
@@ -17,6 +18,12 @@ from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import GRU_U, OPS
+
+
+#: ``(device, sync_free)``: each device's default path (sync-free on CUDA only) and the other one.
+PATHS = [pytest.param("cpu", None, id="cpu"), pytest.param("cpu", True, id="cpu-sync-free"),
+         pytest.param("cuda", None, id="cuda", marks=needs_cuda),
+         pytest.param("cuda", False, id="cuda-reading", marks=needs_cuda)]
 
 
 def _space(n_iterations: int) -> SearchSpace:
@@ -37,16 +44,17 @@ def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
 
 
 def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none", device="cpu",
-                  tau_units="score"):
+                  tau_units="score", sync_free=None):
     L, R, b = (torch.tensor(np.stack([t[i] for t in params]), device=device) for i in range(3))
     W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float), device=device) for a in alpha)
     leaves = torch.tensor(leaf_values, device=device)
-    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau, tau_units=tau_units)
+    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau, tau_units=tau_units,
+                   sync_free=sync_free)
     assert trace.vectors.device.type == torch.device(device).type
     return trace.to("cpu")
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device, sync_free", PATHS)
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -56,11 +64,11 @@ def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm=
     weights=st.sampled_from(["normal", "integer"]),
     leaves=st.sampled_from(["random", "zero", "equal_x"]),
 )
-def test_hard_search_matches_numpy_reference(device, seed, p, B, n_iterations, weights, leaves):
+def test_hard_search_matches_numpy_reference(device, sync_free, seed, p, B, n_iterations, weights, leaves):
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, weights, leaves)
     try:
-        trace = _torch_search(space, params, alpha, leaf_values, device=device)
+        trace = _torch_search(space, params, alpha, leaf_values, device=device, sync_free=sync_free)
     except CellGraphError as err:  # then the reference must fail the same way
         assert "no eligible candidate" in str(err)
         with pytest.raises(CellGraphError, match="no eligible candidate"):
@@ -80,14 +88,14 @@ def test_hard_search_matches_numpy_reference(device, seed, p, B, n_iterations, w
         np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device, sync_free", PATHS)
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4))
-def test_sample_normalised_search_matches_numpy_reference(device, seed, p, B, n_iterations):
+def test_sample_normalised_search_matches_numpy_reference(device, sync_free, seed, p, B, n_iterations):
     """candidate_norm='sample': every candidate normalised over its features, in both backends."""
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
-    trace = _torch_search(space, params, alpha, leaf_values, norm="sample", device=device)
+    trace = _torch_search(space, params, alpha, leaf_values, norm="sample", device=device, sync_free=sync_free)
     for b in range(B):
         ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
                         candidate_norm="sample")
@@ -99,12 +107,13 @@ def test_sample_normalised_search_matches_numpy_reference(device, seed, p, B, n_
         np.testing.assert_allclose(chosen.mean(-1), 0, atol=1e-10)  # normalised nodes
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device, sync_free", PATHS)
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 4),
        tau=st.sampled_from([0.3, 1.0, 3.0]), norm=st.sampled_from(["none", "sample"]),
        tau_units=st.sampled_from(["score", "std"]))
-def test_soft_search_matches_the_literal_numpy_mixture(device, seed, p, B, n_iterations, tau, norm, tau_units):
+def test_soft_search_matches_the_literal_numpy_mixture(device, sync_free, seed, p, B, n_iterations, tau, norm,
+                                                       tau_units):
     """Soft mode, the one every RRNN trains with, against the literal float64 reference: each
     iteration adds the softmax(alpha / (tau sigma)) mixture of the candidates whose vectors are
     not in P_{k-1} (sigma 1, or the spread of their scores), later candidates are built from
@@ -112,7 +121,7 @@ def test_soft_search_matches_the_literal_numpy_mixture(device, seed, p, B, n_ite
     space = _space(n_iterations)
     params, alpha, leaf_values = _case(seed, p, B, 3, "normal", "random")
     trace = _torch_search(space, params, alpha, leaf_values, "soft", tau=tau, norm=norm, device=device,
-                          tau_units=tau_units)
+                          tau_units=tau_units, sync_free=sync_free)
     for b in range(B):
         ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha),
                         candidate_norm=norm, mode="soft", tau=tau, tau_units=tau_units)
@@ -186,13 +195,13 @@ def test_unknown_candidate_norm_is_an_error():
         np_search(space, params, dict(zip(space.leaves, leaves[0])), mlp_alpha(*alpha), candidate_norm="batch")
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_exclusion_and_ties_are_exercised(device):
+@pytest.mark.parametrize("device, sync_free", PATHS)
+def test_exclusion_and_ties_are_exercised(device, sync_free):
     """With h = 0 = zero and integer weights many candidates coincide: the search must skip
     vectors already in P and break ties by Algorithm 2's enumeration order."""
     space = _space(6)
     params, alpha, leaf_values = _case(7, 3, 2, 3, "integer", "zero")
-    trace = _torch_search(space, params, alpha, leaf_values, device=device)
+    trace = _torch_search(space, params, alpha, leaf_values, device=device, sync_free=sync_free)
     for b in range(2):
         generated = trace.vectors[b, len(space.leaves):]
         dist = (generated[:, None] - generated[None]).abs().amax(-1) + torch.eye(6) * 1e9
@@ -201,8 +210,9 @@ def test_exclusion_and_ties_are_exercised(device):
         assert trace.graph(b) == CellGraph(ref.root, "h")
 
 
+@pytest.mark.parametrize("sync_free", [False, True])
 @pytest.mark.parametrize("mode", ["hard", "soft", "straight-through"])
-def test_no_eligible_candidate_is_an_error(mode):
+def test_no_eligible_candidate_is_an_error(mode, sync_free):
     """In every mode, though the search checks only once it has run all iterations (so that no
     iteration waits for the device): the first iteration without a candidate is named."""
     one = Leaf("one")
@@ -211,7 +221,8 @@ def test_no_eligible_candidate_is_an_error(mode):
     params = [(np.eye(p), np.eye(p), np.zeros(p))]
     alpha = (np.ones((2, p)), np.zeros(2), np.ones(2), 0.0)
     with pytest.raises(CellGraphError, match="iteration 2: sample 0 has no eligible candidate"):
-        _torch_search(space, params, alpha, np.stack([np.zeros((1, p)), np.ones((1, p))], 1), mode=mode)
+        _torch_search(space, params, alpha, np.stack([np.zeros((1, p)), np.ones((1, p))], 1), mode=mode,
+                      sync_free=sync_free)
 
 
 def test_unknown_mode_is_an_error():
