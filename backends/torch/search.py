@@ -45,7 +45,9 @@ The whole search of a time step can run through ``torch.compile`` as one graph
 block is built op by op (inductor fuses it), the pairs whose key intervals overlap are listed
 as an operation of data-dependent size rather than a graph break, and the soft mixture is
 rebuilt whole at every iteration instead of from per-block partial sums, whose upkeep branches
-on values read from the device.
+on values read from the device. Compiled for a GPU, the search is *sync-free* (``sync_free`` of
+:func:`search`): it compares every candidate with its references instead of listing the near
+pairs, so that the graph has fixed shapes and the host never waits for the device in it.
 
 Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`):
 every candidate ``u(z)`` is replaced by ``(u(z) - mean) / sqrt(var + eps)``, statistics over the
