@@ -18,6 +18,7 @@ from torch._dynamo import config as dynamo_config
 from torch._functorch import config as functorch_config
 
 from cellgraph.errors import CellGraphError
+from cellgraph.experiment.config import COMPILE_MODES
 from cellgraph.progress import note
 
 __all__ = ["Compiled"]
@@ -25,13 +26,18 @@ __all__ = ["Compiled"]
 
 class Compiled:
     """``fn`` (described as ``what`` in messages, its compilation expected to take
-    ``duration``) through ``torch.compile(fn, dynamic=dynamic)``, traced and called with the
-    settings ``dynamo_config`` of ``torch._dynamo.config`` (for this function only);
-    :attr:`fell_back` says whether it runs eagerly after a failure."""
+    ``duration``) through ``torch.compile(fn, dynamic=dynamic, mode=mode)``, traced and called
+    with the settings ``dynamo_config`` of ``torch._dynamo.config`` (for this function only);
+    :attr:`fell_back` says whether it runs eagerly after a failure. ``mode``: one of
+    :data:`~cellgraph.experiment.config.COMPILE_MODES` (``reduce-overhead`` records CUDA
+    graphs on a GPU)."""
 
     def __init__(self, fn: Callable[..., Any], what: str, dynamic: bool | None = True,
-                 dynamo_config: dict[str, Any] | None = None, duration: str = "tens of seconds") -> None:
-        self.fn, self.what, self.dynamic, self.duration = fn, what, dynamic, duration
+                 dynamo_config: dict[str, Any] | None = None, duration: str = "tens of seconds",
+                 mode: str = "default") -> None:
+        if mode not in COMPILE_MODES:
+            raise CellGraphError(f"unknown compile mode {mode!r} (known: {', '.join(COMPILE_MODES)})")
+        self.fn, self.what, self.dynamic, self.duration, self.mode = fn, what, dynamic, duration, mode
         self.dynamo_config = dict(dynamo_config or {})
         self._compiled: Callable[..., Any] | None = None
         self.fell_back = False
@@ -44,7 +50,7 @@ class Compiled:
         try:
             if first:
                 note(f"compiling {self.what} with torch.compile ({self.duration}, once per model)...")
-                self._compiled = torch.compile(self.fn, dynamic=self.dynamic)
+                self._compiled = torch.compile(self.fn, dynamic=self.dynamic, mode=self.mode)
             with functorch_config.patch(force_non_lazy_backward_lowering=True), \
                     dynamo_config.patch(**self.dynamo_config), warnings.catch_warnings():
                 # dynamo traces through functools.lru_cache and warns that the cache could hide

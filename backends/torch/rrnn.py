@@ -129,6 +129,8 @@ class RRNNCell(_TupleModule):
             steps compile; where compilation fails it warns once and this model runs
             eagerly). Without gradients (evaluation) the search runs eagerly: compiled, the
             hard search was slower on the CPU (BENCHMARKS.md).
+        compile_mode: ``torch.compile``'s mode (``default``, or ``reduce-overhead``: CUDA
+            graphs on a GPU, where the compiled search is sync-free).
         sync_free: the search reads nothing from the device until it ends (``search``'s
             ``sync_free``; ``None``: where it is compiled for a GPU). The same results.
 
@@ -143,7 +145,8 @@ class RRNNCell(_TupleModule):
                  scoring_hidden: int = 256, mode: str = "soft", tau: float = 1.0,
                  states: Sequence[str] = ("h",), candidate_norm: str = "none",
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
-                 compile: bool = False, tau_units: str = "score", sync_free: bool | None = None) -> None:
+                 compile: bool = False, tau_units: str = "score", sync_free: bool | None = None,
+                 compile_mode: str = "default") -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -166,7 +169,7 @@ class RRNNCell(_TupleModule):
         self.spaces, self.states = tuple(spaces), states
         self.mode, self.tau, self.compile_search = check_mode(mode), tau, compile
         self.tau_units = check_tau_units(tau_units)
-        self.compiled = CompiledSearch() if compile else None  # this model's, fallback included
+        self.compiled = CompiledSearch(compile_mode) if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
         self.candidate_norm, self.sync_free = candidate_norm, sync_free
 
@@ -578,13 +581,14 @@ class RRNNGRU(_Sequence):
     output ``(T, B, p)``. The projections of ``x`` by ``[L_1..L_n]`` are made for all steps
     in one matmul before the step loop; without traces, soft mode ranks no candidates.
     ``compile``: each step runs through ``torch.compile`` (:class:`Compiled`: the first steps
-    compile, once per mode; eager where compilation fails)."""
+    compile, once per mode; eager where compilation fails), in ``torch.compile``'s mode
+    ``compile_mode``."""
 
     def __init__(self, *args, batch_first: bool = False, return_traces: bool = True,
-                 recompute: bool = False, compile: bool = False, **kwargs) -> None:
+                 recompute: bool = False, compile: bool = False, compile_mode: str = "default", **kwargs) -> None:
         super().__init__(batch_first, return_traces, recompute)
         self.cell = RRNNGRUCell(*args, **kwargs)
-        self.compiled = Compiled(self.cell, "the RRNN-GRU step", dynamic=False) if compile else None
+        self.compiled = Compiled(self.cell, "the RRNN-GRU step", dynamic=False, mode=compile_mode) if compile else None
 
     def forward(self, input: Tensor, state: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, list[list[SearchTrace]] | None]:

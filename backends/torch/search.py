@@ -357,8 +357,8 @@ class CompiledSearch(Compiled):
     time step's search is one graph but for the final check that every sample had a
     candidate."""
 
-    def __init__(self) -> None:
-        super().__init__(search, "the cell search", dynamic=None, duration="minutes",
+    def __init__(self, mode: str = "default") -> None:
+        super().__init__(search, "the cell search", dynamic=None, duration="minutes", mode=mode,
                          dynamo_config={"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True})
 
 

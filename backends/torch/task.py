@@ -52,13 +52,13 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
                     tau_units=config.tau_units, states=states, candidate_norm=config.candidate_norm,
-                    compile=config.compile, recompute=config.recompute)
+                    compile=config.compile, compile_mode=config.compile_mode, recompute=config.recompute)
     if config.model == "rrnn-gru":
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
                        mode=config.mode, tau=config.tau, tau_units=config.tau_units,
                        placement=config.placement,
                        identity_trainable=config.identity_trainable, compile=config.compile,
-                       recompute=config.recompute)
+                       compile_mode=config.compile_mode, recompute=config.recompute)
     return GRUBaseline(p) if config.model == "gru" else LSTMBaseline(p)
 
 

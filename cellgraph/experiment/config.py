@@ -42,6 +42,8 @@ DEVICE_FORMS = ("auto", "cpu", "cuda", "cuda:N")
 _DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
 #: Mixed precision of the training step: none, or bfloat16 autocast (rrnn-gru; the output layer of gru, lstm).
 AMPS = ("none", "bf16")
+#: ``torch.compile`` modes of ``compile=true``: ``reduce-overhead`` also records CUDA graphs on a GPU.
+COMPILE_MODES = ("default", "reduce-overhead")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -157,6 +159,10 @@ class TrainConfig:
     compile: bool = _key(False, "rrnn: torch.compile each training step's search as one graph (minutes "
                          "to compile; evaluation stays eager); rrnn-gru: the cell's step (eager where "
                          "compilation fails)")
+    compile_mode: str = _key("default", "with compile: torch.compile's mode; reduce-overhead also records "
+                             "CUDA graphs on a GPU (where the full RRNN's compiled search has fixed "
+                             "shapes and no host sync), the same as default on the CPU",
+                             one_of(COMPILE_MODES))
     recompute: bool = _key(False, "rrnn, rrnn-gru: checkpoint every step; the search runs again in the "
                            "backward pass: 13x less memory at batch 16, 1.5-1.9x the time, same results")
     alternate_every: int = _key(0, "rrnn-gru: train the tuples and the scoring network in turn, "

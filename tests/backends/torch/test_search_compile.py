@@ -10,9 +10,11 @@ import pytest
 import torch
 
 from cellgraph.backends.torch import search as search_module
+from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
 from cellgraph.backends.torch.task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
+from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import resolve_config
 
 
@@ -78,6 +80,30 @@ def test_the_config_key_reaches_the_search():
     assert config.compile is True
     assert _core(config, ("h",)).cell.compile_search is True
     assert _core(resolve_config(), ("h",)).cell.compile_search is False
+
+
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_the_compile_mode_reaches_torch_compile(monkeypatch, model, mode):
+    modes = []
+
+    def compile(fn, **kwargs):
+        modes.append(kwargs["mode"])
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile)
+    config = resolve_config(overrides={"model": model, "compile": "true", "compile_mode": mode,
+                                       "hidden_size": "5", "scoring_hidden": "4", "n_iterations": "2"})
+    core = _core(config, ("h",)).double()
+    core(torch.randn(2, 3, 5, dtype=torch.float64))
+    assert modes == [mode]
+
+
+def test_an_unknown_compile_mode_is_an_error():
+    with pytest.raises(CellGraphError, match="unknown compile mode 'fast'"):
+        RRNN(5, 2, 2, compile=True, compile_mode="fast")
+    with pytest.raises(Exception, match="compile_mode"):
+        resolve_config(overrides={"compile_mode": "fast"})
 
 
 @pytest.mark.slow
@@ -188,9 +214,6 @@ def test_a_compiled_model_recomputes_its_steps(monkeypatch, model):
 
 
 def test_an_error_of_the_compiled_function_is_not_taken_for_the_compilers(monkeypatch):
-    from cellgraph.backends.torch.compiled import Compiled
-    from cellgraph.errors import CellGraphError
-
     def search(*args):
         raise CellGraphError("sample 0 has no eligible candidate")
 
