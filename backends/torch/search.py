@@ -423,9 +423,10 @@ class _Candidates:
     filled block by block), and the per-block partial sums of the soft mixture (recomputed
     only when a block's eligibility changes). ``partial_sums``: whether those sums are kept (a
     soft mixture with one temperature for all samples); only then does an exclusion read
-    which blocks it changed. ``read_free``: :meth:`vectors` reads nothing from the device."""
+    which blocks it changed. ``read_free``: :meth:`vectors` reads nothing from the device.
+    ``rule``: the candidates' exclusion keys (None: no keys, every exclusion test dense)."""
 
-    def __init__(self, table: Tensor, rule: _KeyRule, partial_sums: bool, read_free: bool) -> None:
+    def __init__(self, table: Tensor, rule: _KeyRule | None, partial_sums: bool, read_free: bool) -> None:
         self.table, self.rule = table, rule  # (total, B, p): every candidate's vector, detached
         self.partial_sums, self.read_free = partial_sums, read_free
         self.blocks: list[_Block] = []
@@ -439,19 +440,20 @@ class _Candidates:
         self._sums: list[tuple[Tensor, Tensor, Tensor] | None] = []
 
     def add(self, block: _Block, keyid: Tensor) -> None:
-        """Append ``block``: its vectors to the table, their key intervals, its scores."""
+        """Append ``block``: its vectors to the table, their key intervals (with a rule), its
+        scores."""
+        cat = lambda old, new: new if old is None else torch.cat([old, new], -1)  # noqa: E731
         with torch.no_grad():
             vectors = self.table[self.size:self.size + block.size]
             block.write(vectors)
-            lo, hi = (bound.T for bound in self.rule.of_vectors(vectors))
+            if self.rule is not None:
+                lo, hi = (bound.T for bound in self.rule.of_vectors(vectors))
+                self.lo, self.hi = cat(self.lo, lo), cat(self.hi, hi)
         self.blocks.append(block)
         self.starts.append(self.size)
         self._sums.append(None)
         self.size += block.size
-        cat = lambda old, new: new if old is None else torch.cat([old, new], -1)  # noqa: E731
         self.scores = cat(self.scores, block.scores)
-        self.lo = cat(self.lo, lo)
-        self.hi = cat(self.hi, hi)
         self.keyid = cat(self.keyid, keyid)
 
     def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
@@ -544,19 +546,22 @@ class _Candidates:
         return var.sqrt().clamp(min=SPREAD_FLOOR)
 
 
-def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo: Tensor,
-             ref_hi: Tensor, first: int = 0, known: Tensor | None = None, dense: bool = False) -> Tensor:
+def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], refs: tuple[Tensor, Tensor] | int,
+             first: int = 0, known: Tensor | None = None) -> Tensor:
     """``(B, C', m)`` whether each candidate (from block ``first`` on) equals reference vector
     ``m`` of its sample within ``EXCLUSION_TOL`` (max-abs).
 
-    ``ref_lo``, ``ref_hi`` ``(B, m)`` are the references' key intervals (:class:`_KeyRule`);
+    ``refs``: the references' key intervals ``(lo, hi)`` ``(B, m)`` (:class:`_KeyRule`), and
     ``ref(b, m)`` gives the ``(K, p)`` reference vectors, asked only for the rare pairs whose
-    intervals overlap. ``known (B,)`` optionally names, per sample, a candidate that *is*
-    reference ``0``. ``dense``: every pair is compared entry by entry instead, with nothing
-    read from the device (the same outcome: pairs whose intervals do not overlap differ)."""
+    intervals overlap (one read: how many); or, for candidates without keys (a sync-free
+    search), the number ``m`` of references, and every pair is compared entry by entry, with
+    nothing read from the device (the same outcome: pairs whose intervals do not overlap
+    differ). ``known (B,)`` optionally names, per sample, a candidate that *is* reference
+    ``0``."""
     start = cands.starts[first]
-    if dense:
-        return _dense_matches(cands.table[start:cands.size].transpose(0, 1), ref, ref_lo.shape, known)
+    if isinstance(refs, int):
+        return _dense_matches(cands.table[start:cands.size].transpose(0, 1), ref, refs, known)
+    ref_lo, ref_hi = refs
     lo, hi = cands.lo[:, start:, None], cands.hi[:, start:, None]
     near = (lo <= ref_hi[:, None, :]) & (hi >= ref_lo[:, None, :])
     out = torch.zeros_like(near)
@@ -569,12 +574,12 @@ def _matches(cands: _Candidates, ref: Callable[[Tensor, Tensor], Tensor], ref_lo
     return out
 
 
-def _dense_matches(vectors: Tensor, ref: Callable[[Tensor, Tensor], Tensor], shape: torch.Size,
-                   known: Tensor | None) -> Tensor:
-    """:func:`_matches` of the candidates ``vectors (B, C', p)`` and every reference of the
-    ``shape (B, m)``, by their max-abs distance (``torch.cdist`` with ``p = inf``: the same
-    rounding as the entry-by-entry test, without a ``(B, C', m, p)`` difference)."""
-    B, M = shape
+def _dense_matches(vectors: Tensor, ref: Callable[[Tensor, Tensor], Tensor], M: int, known: Tensor | None
+                   ) -> Tensor:
+    """:func:`_matches` of the candidates ``vectors (B, C', p)`` and all ``M`` references of
+    each sample, by their max-abs distance (``torch.cdist`` with ``p = inf``: the same rounding
+    as the entry-by-entry test, without a ``(B, C', M, p)`` difference)."""
+    B = vectors.shape[0]
     rows = torch.arange(B, device=vectors.device)
     pairs = rows[:, None].expand(B, M).reshape(-1), torch.arange(M, device=vectors.device).expand(B, M).reshape(-1)
     refs = ref(*pairs).view(B, M, -1)
@@ -720,14 +725,13 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     sync_free = device.type != "cpu" and is_compiling() if sync_free is None else sync_free
     N, n_r = space.n_iterations, len(space.tuples)
     code = _KeyCode(len(space.ops), len(space.activations), n_leaves + N)
-    rule = _KeyRule.of(p, leaves.dtype, device)
+    rule = None if sync_free else _KeyRule.of(p, leaves.dtype, device)  # sync-free: no keys, dense tests
     soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
 
     proj = _Projections(params)
     proj.add(leaves)
     nodes = list(leaves.unbind(1))
-    node_lo: list[Tensor] = []
-    node_hi: list[Tensor] = []
+    made_keys: tuple[list[Tensor], list[Tensor]] = ([], [])  # the key intervals of P_{k-1} (with a rule)
     total = len(space.activations) * len(space.ops) * n_r * sum(
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
     read_free = sync_free or is_compiling()
@@ -741,8 +745,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
             params, proj.gather("L", left), proj.gather("R", right), proj.gather("GL", left), proj.gather("GR", right),
         )
         cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))
-        if node_lo:  # the new block against P_{k-1}
-            _exclude_made(cands, nodes[n_leaves:], node_lo, node_hi, sync_free)
+        if k > 1:  # the new block against P_{k-1}
+            _exclude_made(cands, nodes[n_leaves:], made_keys)
         choice, eligible, none = _choose(cands)
         no_choice.append(none)
         chosen_keys.append(cands.keyid[choice])
@@ -756,14 +760,14 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         nodes.append(node)
         with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
             soft_node = node.detach() if mode == "soft" and k < N else None
-            ref_lo, ref_hi = _chosen_interval(cands, choice, soft_node, rule)
-            same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node),
-                            ref_lo, ref_hi, known=choice, dense=sync_free)
+            refs = 1 + (soft_node is not None) if rule is None else _chosen_interval(cands, choice, soft_node, rule)
+            same = _matches(cands, functools.partial(_chosen, cands, choice, hard, soft_node), refs, known=choice)
         second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
         if k == N:
             break
-        node_lo.append(ref_lo[:, -1])
-        node_hi.append(ref_hi[:, -1])
+        if rule is not None:
+            for keys, bound in zip(made_keys, refs):
+                keys.append(bound[:, -1])
         cands.exclude(same[:, :, -1])
         proj.add(node[:, None])
 
@@ -776,14 +780,14 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
 
 
 @torch.no_grad()
-def _exclude_made(cands: _Candidates, made: list[Tensor], node_lo: list[Tensor], node_hi: list[Tensor],
-                  dense: bool) -> None:
+def _exclude_made(cands: _Candidates, made: list[Tensor], made_keys: tuple[list[Tensor], list[Tensor]]) -> None:
     """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
     (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
-    ``node_lo``, ``node_hi`` overlap, or for all pairs if ``dense``: :func:`_matches`)."""
+    ``made_keys`` (lo, hi) overlap; for all pairs where the candidates have no keys:
+    :func:`_matches`)."""
     last = len(cands.blocks) - 1
-    matches = _matches(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], torch.stack(node_lo, 1),
-                       torch.stack(node_hi, 1), first=last, dense=dense)
+    refs = len(made) if cands.rule is None else tuple(torch.stack(keys, 1) for keys in made_keys)
+    matches = _matches(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], refs, first=last)
     cands.exclude(matches.any(-1), first=last)
 
 
