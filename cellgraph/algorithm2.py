@@ -97,6 +97,13 @@ SPREAD_FLOOR = 1e-12
 #: not depend on the other samples of its batch). The normalised vector ``(v - mean) /
 #: sqrt(var + NORM_EPS)`` is what is scored, excluded, mixed and propagated.
 CANDIDATE_NORMS = ("none", "batch", "sample")
+
+#: What Algorithm 2's "``v`` not in ``P_{k-1}``" excludes: ``value`` (the paper's reading: any
+#: candidate whose vector equals a generated node's within :data:`EXCLUSION_TOL`) or ``slot``
+#: (cellgraph's discovery recipe: only the candidates already chosen, by their ``(r, o, u, i,
+#: j)``, so that no node is built twice; vectors may coincide, as the GRU's
+#: ``h_1 = (1 - z_1) n_1`` does with its own node ``(1 - z_1) n_1`` when ``h_0 = 0``).
+EXCLUSIONS = ("value", "slot")
 NORM_EPS = 1e-5
 
 

@@ -33,8 +33,10 @@ from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
 from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.estimator import straight_through
 from cellgraph.backends.torch.plan import group_nodes
 from cellgraph.backends.torch.search import CompiledSearch, SearchParams, prepare, search
+from cellgraph.backends.torch.structure import n_slots, zero_logits
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
 from cellgraph.cell.graph import MultiCell
@@ -43,7 +45,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.targets import GRU_U, OPS, target
 
 __all__ = [
-    "RRNNCell", "RRNN", "RRNNGRUCell", "RRNNGRU", "GRUBaseline", "LSTMBaseline", "structure", "PLACEMENTS",
+    "RRNNCell", "RRNN", "RRNNGRUCell", "RRNNGRU", "GRUBaseline", "LSTMBaseline", "structure", "PLACEMENTS", "GRU_TREES",
 ]
 
 State = Tensor | tuple[Tensor, ...]
@@ -133,6 +135,11 @@ class RRNNCell(_TupleModule):
             graphs on a GPU, where the compiled search is sync-free).
         sync_free: the search reads nothing from the device until it ends (``search``'s
             ``sync_free``; ``None``: where it is compiled for a GPU). The same results.
+        structure_term: add the structural term ``s_k[slot]`` to ``alpha``
+            (:mod:`~cellgraph.backends.torch.structure`): one learned logit per iteration and
+            candidate slot, per run, starting at zero (the paper's score).
+        exclusion: what ``v not in P_{k-1}`` excludes: ``value`` (the paper's) or ``slot``
+            (:data:`cellgraph.algorithm2.EXCLUSIONS`).
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -146,7 +153,8 @@ class RRNNCell(_TupleModule):
                  states: Sequence[str] = ("h",), candidate_norm: str = "none",
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
                  compile: bool = False, tau_units: str = "score", sync_free: bool | None = None,
-                 compile_mode: str = "default") -> None:
+                 compile_mode: str = "default", structure_term: bool = False,
+                 exclusion: str = "value") -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -171,17 +179,21 @@ class RRNNCell(_TupleModule):
         self.tau_units = check_tau_units(tau_units)
         self.compiled = CompiledSearch(compile_mode) if compile else None  # this model's, fallback included
         self.scoring = nn.ModuleList(_scoring_net(hidden_size, scoring_hidden) for _ in spaces)
-        self.candidate_norm, self.sync_free = candidate_norm, sync_free
+        self.structure_logits = nn.ParameterList(zero_logits(space.n_iterations, n_slots(space))
+                                                 for space in spaces) if structure_term else None
+        self.candidate_norm, self.sync_free, self.exclusion = candidate_norm, sync_free, exclusion
 
     def scoring_parameters(self) -> list[nn.Parameter]:
-        return list(self.scoring.parameters())
+        """``alpha``'s parameters and the structural logits."""
+        return list(self.scoring.parameters()) + list(self.structure_logits or ())
 
     def prepare(self) -> list[SearchParams]:
         """The per-run search parameters; compute once per sequence and pass to forward."""
         L, R, b = self.layout_tuples()
+        logits = list(self.structure_logits or [None] * len(self.spaces))
         return [prepare(space, L, R, b, net[0].weight, net[0].bias, net[2].weight[0], net[2].bias[0],
-                        self.candidate_norm)
-                for space, net in zip(self.spaces, self.scoring)]
+                        self.candidate_norm, s, self.exclusion)
+                for space, net, s in zip(self.spaces, self.scoring, logits)]
 
     def forward(self, x: Tensor, state: State | None = None,
                 params: list[SearchParams] | None = None) -> tuple[State, list[SearchTrace]]:
@@ -278,6 +290,8 @@ class RRNN(_Sequence):
 
 #: RRNN-GRU's placements of the weight tuples (:class:`RRNNGRUCell`).
 PLACEMENTS = ("flexible", "gates")
+#: RRNN-GRU's trees (:class:`RRNNGRUCell`): target cells of one state.
+GRU_TREES = ("gru", "gru_torch")
 
 
 @dataclass(frozen=True)
@@ -316,13 +330,15 @@ def _levels(groups: Sequence[_GRUGroup], n_leaves: int) -> tuple[tuple[_GRUGroup
 class _GRUParams(NamedTuple):
     """What one sequence takes from the parameters: the stacked rows ``((n+1) p, p)`` of all
     layout tuples' ``L`` and ``R``, their biases ``(n+1, p)``, the scoring network
-    ``(W_1, b_1, w_2, b_2)`` and the temperature ``tau`` (a tensor, so that a compiled step
-    takes a new value as an input, not as a new constant)."""
+    ``(W_1, b_1, w_2, b_2)``, the temperature ``tau`` (a tensor, so that a compiled step
+    takes a new value as an input, not as a new constant) and the structural logits
+    ``(n_choosing_nodes, k)`` (None without the structural term)."""
 
     weight: dict[str, Tensor]
     bias: Tensor
     scoring: tuple[Tensor, Tensor, Tensor, Tensor]
     tau: Tensor
+    structure: Tensor | None = None
 
 
 class RRNNGRUCell(_TupleModule):
@@ -358,6 +374,11 @@ class RRNNGRUCell(_TupleModule):
         placement: ``flexible`` or ``gates``.
         identity_trainable: ``flexible`` only: the identity tuple is a trainable tuple
             initialised at ``(I, I, 0)`` (its authors trained it), else fixed.
+        tree: the GRU tree whose tuples are chosen: ``gru`` (the paper's, reset before
+            ``W_h'``) or ``gru_torch`` (``torch.nn.GRU``'s, reset after ``W_hn``, two more
+            nodes and tuples ``hn``, ``n``: what a warm start from a ``gru`` run computes).
+        structure_term: add a learned logit per choosing node and tuple to ``alpha``
+            (:mod:`~cellgraph.backends.torch.structure`), zero at the start.
 
     How it is computed: each value a node reads is projected once by the stacked matrices of
     all tuples (``[L_0..L_n]`` or ``[R_0..R_n]``, one matmul; ``x`` for the whole sequence
@@ -378,13 +399,19 @@ class RRNNGRUCell(_TupleModule):
 
     def __init__(self, hidden_size: int = 100, n_tuples: int = 3, scoring_hidden: int = 64,
                  mode: str = "soft", tau: float = 1.0, placement: str = "flexible",
-                 identity_trainable: bool = False, tau_units: str = "score") -> None:
+                 identity_trainable: bool = False, tau_units: str = "score", tree: str = "gru",
+                 structure_term: bool = False) -> None:
         super().__init__()
+        if tree not in GRU_TREES:
+            raise CellGraphError(f"unknown RRNN-GRU tree {tree!r} (known: {', '.join(GRU_TREES)})")
         if placement not in PLACEMENTS:
             raise CellGraphError(f"unknown RRNN-GRU placement {placement!r} (known: {', '.join(PLACEMENTS)})")
         if placement == "flexible" and n_tuples < 2:
             raise CellGraphError(f"RRNN-GRU placement 'flexible' fixes r and z to tuples 0 and 1: "
                                  f"n_tuples must be at least 2, got {n_tuples}")
+        if structure_term and placement != "flexible":
+            raise CellGraphError("structure_term needs placement 'flexible' (under 'gates' r and z share "
+                                 "one computation, so they could not follow logits of their own)")
         if identity_trainable and placement != "flexible":
             raise CellGraphError("identity_trainable needs placement 'flexible' (with 'gates' the "
                                  "identity nodes have no choice to make)")
@@ -392,15 +419,18 @@ class RRNNGRUCell(_TupleModule):
         self._init_tuples(layout, hidden_size, identity=(n_tuples,) if identity_trainable else ())
         self.mode, self.tau, self.states = check_mode(mode), tau, ("h",)
         self.tau_units = check_tau_units(tau_units)
-        self.placement, self.identity_trainable = placement, identity_trainable
+        self.placement, self.identity_trainable, self.tree = placement, identity_trainable, tree
         self.scoring = _scoring_net(hidden_size, scoring_hidden)
-        gru = target("gru")
+        gru = target(tree)
         self.space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,),
                                  gru.spaces[0].n_iterations)
         tuples, children, self._source = self._plan(gru, n_tuples)
         self._groups = self._compile(gru, tuples, children)
         self._levels = _levels(self._groups, len(self.space.leaves))
         self.choosing_nodes = tuple(k for k, allowed in enumerate(tuples) if len(allowed) > 1)
+        self.allowed = tuple(tuples)
+        self.structure_logits = zero_logits(len(self.choosing_nodes), len(tuples[self.choosing_nodes[0]])) \
+            if structure_term else None
         lefts, rights = {g.left for g in self._groups}, {g.right for g in self._groups}
         self._sides = {c: tuple(side for side, read in (("L", lefts), ("R", rights)) if c in read)
                        for c in lefts | rights}
@@ -462,7 +492,8 @@ class RRNNGRUCell(_TupleModule):
         return tuple(groups)
 
     def scoring_parameters(self) -> list[nn.Parameter]:
-        return list(self.scoring.parameters())
+        """``alpha``'s parameters and the structural logits."""
+        return list(self.scoring.parameters()) + ([self.structure_logits] if self.structure_logits is not None else [])
 
     def prepare(self) -> _GRUParams:
         """The stacked ``[L_0..L_n]``, ``[R_0..R_n]`` ``((n+1) p, p)`` of all layout tuples and
@@ -471,7 +502,8 @@ class RRNNGRUCell(_TupleModule):
         p = self.hidden_size
         first, _, last = self.scoring
         return _GRUParams({"L": L.reshape(-1, p), "R": R.reshape(-1, p)}, b,
-                          (first.weight, first.bias, last.weight, last.bias), b.new_tensor(self.tau))
+                          (first.weight, first.bias, last.weight, last.bias), b.new_tensor(self.tau),
+                          self.structure_logits)
 
     def project(self, c: int, value: Tensor, params: _GRUParams) -> dict[str, Tensor]:
         """Value ``c`` (``(..., p)``) through the stacked matrices of its sides: side ->
@@ -529,22 +561,34 @@ class RRNNGRUCell(_TupleModule):
         for out, cands in choosing:
             by_count.setdefault(cands.shape[1], []).append((out, cands))
         for nodes in by_count.values():
+            offset = self._offset(params, [out for out, _ in nodes])
             if len(nodes) == 1:
                 (out, cands), = nodes
-                vals[out], ranked[out] = self._choose(cands, params, traced)
+                vals[out], ranked[out] = self._choose(cands, params, traced, offset)
                 continue
-            value, rank = self._choose(torch.stack([cands for _, cands in nodes], 1), params, traced)
+            value, rank = self._choose(torch.stack([cands for _, cands in nodes], 1), params, traced, offset)
             columns = zip(*(column.unbind(1) for column in rank)) if rank is not None else [None] * len(nodes)
             for (out, _), v, r in zip(nodes, value.unbind(1), columns):
                 vals[out], ranked[out] = v, r
 
-    def _choose(self, cands: Tensor, params: _GRUParams, traced: bool
+    def _offset(self, params: _GRUParams, outs: list[int]) -> Tensor | None:
+        """The structural logits ``(k,)`` of the choosing node made as value ``outs[0]``, or
+        ``(m, k)`` of the ``m`` nodes of ``outs`` (None without the structural term)."""
+        if params.structure is None:
+            return None
+        first = len(self.space.leaves)
+        rows = [self.choosing_nodes.index(out - first) for out in outs]
+        return params.structure[rows[0]] if len(rows) == 1 else params.structure[rows]
+
+    def _choose(self, cands: Tensor, params: _GRUParams, traced: bool, offset: Tensor | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:
         """The nodes' vectors ``(..., p)`` from their candidates ``(..., k, p)`` by their scores
-        ``alpha``, and ``(choice among the k, best score, second score)`` ``(...)`` when
-        ranked."""
+        ``alpha`` (plus the structural ``offset (k,)`` or ``(m, k)``), and ``(choice among the
+        k, best score, second score)`` ``(...)`` when ranked."""
         W1, b1, w2, b2 = params.scoring
         scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (..., k)
+        if offset is not None:
+            scores = scores + offset
         soft = None
         if self.mode != "hard":
             tau = params.tau if self.tau_units == "score" else params.tau * scores.detach().std(
@@ -559,7 +603,7 @@ class RRNNGRUCell(_TupleModule):
         if self.mode == "soft":
             return soft, (choice, best, second)
         hard = torch.take_along_dim(cands, choice[..., None, None], -2).squeeze(-2)
-        return (hard if soft is None else hard + (soft - soft.detach())), (choice, best, second)
+        return (hard if soft is None else straight_through(hard, soft)), (choice, best, second)
 
     def _trace(self, vals: list[Tensor], ranked: dict[int, tuple[Tensor, Tensor, Tensor]]) -> SearchTrace:
         """The step's :class:`SearchTrace` from the values and each choosing node's ranking."""

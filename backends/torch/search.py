@@ -75,11 +75,12 @@ from torch.nn import functional as F
 from torch.autograd.function import once_differentiable
 from torch.compiler import is_compiling
 
-from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, EXCLUSIONS, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, check_mode,
                                   check_tau_units)
 from cellgraph.backends.torch import ops as torch_ops
 from cellgraph.backends.torch.compiled import Compiled
 from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.estimator import straight_through
 from cellgraph.backends.torch.fused import affine_scores_backward, fusable, fused_block
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
@@ -154,6 +155,10 @@ class SearchParams:
             ``c W1 1 + b1``: the first layer of an affine activation is ``a W1 z + offset``.
         W1_sum: ``(H,)`` ``W1 1``, which centres ``W1 z`` under candidate normalisation.
         norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`).
+        structure: ``(N, n_slots)`` the structural term ``s_k`` added to ``alpha`` at
+            iteration ``k`` (:mod:`cellgraph.backends.torch.structure`), indexed by a
+            candidate's :class:`_KeyCode`; None: the score is ``alpha`` alone (the paper's).
+        exclusion: what ``v not in P_{k-1}`` excludes (:data:`cellgraph.algorithm2.EXCLUSIONS`).
     """
 
     space: SearchSpace
@@ -171,6 +176,8 @@ class SearchParams:
     offset: Tensor
     W1_sum: Tensor
     norm: str = "none"
+    structure: Tensor | None = None
+    exclusion: str = "value"
 
     @property
     def fused(self) -> bool:
@@ -180,11 +187,15 @@ class SearchParams:
 
 @no_autocast()
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
-            W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none") -> SearchParams:
+            W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none",
+            structure: Tensor | None = None, exclusion: str = "value") -> SearchParams:
     """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
     rewrite ``alpha`` (``W1 (H, p)``, ``b1 (H,)``, ``w2 (H,)``, ``b2 ()``) in its sigmoid
     form and precompute the projection matrix of the run (all differentiable). ``norm``: the
-    candidate normalisation."""
+    candidate normalisation; ``structure``: the structural term ``(N, n_slots)``
+    (:attr:`SearchParams.structure`); ``exclusion``: :attr:`SearchParams.exclusion`."""
+    if exclusion not in EXCLUSIONS:
+        raise CellGraphError(f"unknown exclusion {exclusion!r} (known: {', '.join(EXCLUSIONS)})")
     if norm not in CANDIDATE_NORMS:
         raise CellGraphError(f"unknown candidate_norm {norm!r} (known: {', '.join(CANDIDATE_NORMS)})")
     idx = _on_device(space.tuples, torch.int64, L.device)
@@ -200,6 +211,7 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     return SearchParams(
         space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
         (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1_sum + b1s, W1_sum, norm,
+        structure, exclusion,
     )
 
 
@@ -432,7 +444,8 @@ class _Candidates:
         self.blocks: list[_Block] = []
         self.starts: list[int] = []
         self.size = 0
-        self.scores: Tensor | None = None  # (B, C) differentiable
+        self.scores: Tensor | None = None  # (B, C) differentiable: alpha
+        self.offset: Tensor | None = None  # (C,) this iteration's structural term, if any
         self.lo = self.hi = self.keyid = None
         # (B, total); preallocated rather than concatenated: inductor (torch 2.13, CPU) fails to
         # compile a concatenation of boolean masks
@@ -455,6 +468,12 @@ class _Candidates:
         self.size += block.size
         self.scores = cat(self.scores, block.scores)
         self.keyid = cat(self.keyid, keyid)
+
+    @property
+    def total(self) -> Tensor:
+        """``(B, C)`` the scores Algorithm 2 ranks: ``alpha``, plus the structural term of
+        this iteration where there is one."""
+        return self.scores if self.offset is None else self.scores + self.offset
 
     def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
         starts = _on_device(tuple(self.starts[first:]), torch.int64, c.device) - self.starts[first]
@@ -520,7 +539,7 @@ class _Candidates:
         block mixes its share.
         """
         if not self.partial_sums:  # exclude() tracks no block's changes then: nothing cached
-            logits = (self.scores / (tau[:, None] if torch.is_tensor(tau) else tau)).masked_fill(
+            logits = (self.total / (tau[:, None] if torch.is_tensor(tau) else tau)).masked_fill(
                 self.excluded, -torch.inf)
             weights = torch.softmax(logits, 1)
             return sum(block.mix(weights[:, start:start + block.size])
@@ -539,7 +558,7 @@ class _Candidates:
     def spread(self) -> Tensor:
         """``(B,)`` :func:`cellgraph.algorithm2.score_spread` of each sample's eligible scores
         (detached)."""
-        s, eligible = self.scores.detach(), ~self.excluded
+        s, eligible = self.total.detach(), ~self.excluded
         n = eligible.sum(1)
         mean = s.masked_fill(~eligible, 0).sum(1) / n
         var = ((s - mean[:, None]) ** 2).masked_fill(~eligible, 0).sum(1) / n
@@ -735,8 +754,9 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     total = len(space.activations) * len(space.ops) * n_r * sum(
         len(_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
     read_free = sync_free or is_compiling()
-    cands = _Candidates(leaves.new_empty(total, B, p), rule, soft and tau_units == "score" and not read_free,
-                        read_free)
+    structure, by_value = params.structure, params.exclusion == "value"
+    partial_sums = soft and tau_units == "score" and not read_free and structure is None  # s_k changes with k
+    cands = _Candidates(leaves.new_empty(total, B, p), rule, partial_sums, read_free)
     rows = torch.arange(B, device=device)
     chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
     for k in range(1, N + 1):
@@ -745,18 +765,20 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
             params, proj.gather("L", left), proj.gather("R", right), proj.gather("GL", left), proj.gather("GR", right),
         )
         cands.add(_Block(params, Z, Vn, scores), _keyid(plan, n_r, code, left, right, device))
-        if k > 1:  # the new block against P_{k-1}
+        if structure is not None:
+            cands.offset = structure[k - 1][cands.keyid]
+        if k > 1 and by_value:  # the new block against P_{k-1}
             _exclude_made(cands, nodes[n_leaves:], made_keys)
         choice, eligible, none = _choose(cands)
         no_choice.append(none)
         chosen_keys.append(cands.keyid[choice])
-        best_scores.append(cands.scores.gather(1, choice[:, None])[:, 0])
+        best_scores.append(cands.total.gather(1, choice[:, None])[:, 0])
         hard = None if mode == "soft" else (cands.vectors(rows, choice) if torch.is_grad_enabled()
                                               else cands.looked_up(rows, choice))
         node = hard
         if soft:
             mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
-            node = mixed if mode == "soft" else hard + (mixed - mixed.detach())
+            node = mixed if mode == "soft" else straight_through(hard, mixed)
         nodes.append(node)
         with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
             soft_node = node.detach() if mode == "soft" and k < N else None
@@ -765,10 +787,13 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
         if k == N:
             break
-        if rule is not None:
-            for keys, bound in zip(made_keys, refs):
-                keys.append(bound[:, -1])
-        cands.exclude(same[:, :, -1])
+        if not by_value:  # the chosen slot only
+            cands.exclude(torch.arange(cands.size, device=device) == choice[:, None])
+        else:
+            if rule is not None:
+                for keys, bound in zip(made_keys, refs):
+                    keys.append(bound[:, -1])
+            cands.exclude(same[:, :, -1])
         proj.add(node[:, None])
 
     _check_eligible(no_choice)
@@ -798,7 +823,7 @@ def _choose(cands: _Candidates) -> tuple[Tensor, Tensor, Tensor]:
     ``none`` marks the samples without an eligible candidate (their choice is meaningless:
     :func:`_check_eligible` makes them an error once the search ends, so that no iteration
     waits for the device to say so)."""
-    s, eligible = cands.scores, ~cands.excluded
+    s, eligible = cands.total, ~cands.excluded
     best = s.masked_fill(~eligible, -torch.inf).max(1).values
     tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
     return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible, torch.isneginf(best)
@@ -819,5 +844,6 @@ def _check_eligible(none: list[Tensor]) -> None:
 def _second_score(cands: _Candidates, others: Tensor) -> Tensor:
     """``(B,)`` the score of ``c_k**``, the best of ``others`` (eligible candidates whose
     vectors differ from ``c_k*``'s), with its gradient; ``-inf`` where there is none."""
-    value, index = cands.scores.detach().masked_fill(~others, -torch.inf).max(1)
-    return torch.where(torch.isneginf(value), value, cands.scores.gather(1, index[:, None])[:, 0])
+    total = cands.total
+    value, index = total.detach().masked_fill(~others, -torch.inf).max(1)
+    return torch.where(torch.isneginf(value), value, total.gather(1, index[:, None])[:, 0])

@@ -38,7 +38,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, load_run_config
 from cellgraph.targets import target
 
-__all__ = ["TaskModel", "SelfTargets", "TeacherTargets", "STRUCTURED_MODELS"]
+__all__ = ["TaskModel", "SelfTargets", "TeacherTargets", "STRUCTURED_MODELS", "load_teacher"]
 
 #: Models whose cells are searched (they have traces, tuples and a scoring network).
 STRUCTURED_MODELS = ("rrnn", "rrnn-gru")
@@ -52,13 +52,15 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
                     tau_units=config.tau_units, states=states, candidate_norm=config.candidate_norm,
-                    compile=config.compile, compile_mode=config.compile_mode, recompute=config.recompute)
+                    compile=config.compile, compile_mode=config.compile_mode, recompute=config.recompute,
+                    structure_term=config.structure_term, exclusion=config.exclusion)
     if config.model == "rrnn-gru":
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
                        mode=config.mode, tau=config.tau, tau_units=config.tau_units,
                        placement=config.placement,
                        identity_trainable=config.identity_trainable, compile=config.compile,
-                       compile_mode=config.compile_mode, recompute=config.recompute)
+                       compile_mode=config.compile_mode, recompute=config.recompute, tree=config.tree,
+                       structure_term=config.structure_term)
     return GRUBaseline(p) if config.model == "gru" else LSTMBaseline(p)
 
 
@@ -216,31 +218,38 @@ class TeacherTargets:
     def from_run(cls, run_dir: str | Path, config: TrainConfig, vocab_size: int, n_classes: int,
                  per_step: bool, padding_idx: int | None,
                  device: torch.device | str = "cpu") -> "TeacherTargets":
-        """The teacher of ``config`` from ``run_dir``: a finished ``gru`` run on the same task
-        with the same hidden size (its best checkpoint), on ``device`` (the student's)."""
-        from cellgraph.backends.torch.checkpoint import load_latest
-        from cellgraph.experiment.runs import RunDir
-
-        run = RunDir(run_dir)
-        if not run.file("config.json").exists():
-            raise CellGraphError(f"teacher {run_dir}: not a run folder (no config.json)")
-        teacher = load_run_config(run.file("config.json"))
-        wrong = {k: (getattr(teacher, k), want) for k, want in
-                 (("model", "gru"), ("task", config.task), ("hidden_size", config.hidden_size))
-                 if getattr(teacher, k) != want}
-        if wrong:
-            raise CellGraphError(f"teacher {run_dir}: must be a gru run on the same task and hidden "
-                                 f"size; has " + ", ".join(f"{k}={v!r} (need {w!r})" for k, (v, w) in wrong.items()))
-        if not run.file("final.json").exists():
-            raise CellGraphError(f"teacher {run_dir}: the run has not finished (no final.json)")
-        model = TaskModel(teacher, vocab_size, n_classes, per_step, padding_idx).to(device)
-        state = load_latest(run.checkpoints / "best.pt", map_location=device)
-        try:
-            model.load_state_dict(state["model"])
-        except RuntimeError as err:
-            raise CellGraphError(f"teacher {run_dir}: checkpoint does not fit this data set: {err}") from None
+        """The teacher of ``config`` from ``run_dir`` (:func:`load_teacher`)."""
+        model = load_teacher(run_dir, config, vocab_size, n_classes, per_step, padding_idx, device)
         return cls(model.embedding, model.core.rnn, str(run_dir))
 
     def __call__(self, model: TaskModel, tokens: Tensor, traces: Traces) -> list[list[Tensor]]:
         with torch.no_grad():
             return self.provider(self.embedding(tokens.T))
+
+
+def load_teacher(run_dir: str | Path, config: TrainConfig, vocab_size: int, n_classes: int,
+                 per_step: bool, padding_idx: int | None, device: torch.device | str = "cpu") -> TaskModel:
+    """The teacher of ``config`` from ``run_dir``: a finished ``gru`` run on the same task
+    with the same hidden size, as a :class:`TaskModel` (its best checkpoint) on ``device``."""
+    from cellgraph.backends.torch.checkpoint import load_latest
+    from cellgraph.experiment.runs import RunDir
+
+    run = RunDir(run_dir)
+    if not run.file("config.json").exists():
+        raise CellGraphError(f"teacher {run_dir}: not a run folder (no config.json)")
+    teacher = load_run_config(run.file("config.json"))
+    wrong = {k: (getattr(teacher, k), want) for k, want in
+             (("model", "gru"), ("task", config.task), ("hidden_size", config.hidden_size))
+             if getattr(teacher, k) != want}
+    if wrong:
+        raise CellGraphError(f"teacher {run_dir}: must be a gru run on the same task and hidden "
+                             f"size; has " + ", ".join(f"{k}={v!r} (need {w!r})" for k, (v, w) in wrong.items()))
+    if not run.file("final.json").exists():
+        raise CellGraphError(f"teacher {run_dir}: the run has not finished (no final.json)")
+    model = TaskModel(teacher, vocab_size, n_classes, per_step, padding_idx).to(device)
+    state = load_latest(run.checkpoints / "best.pt", map_location=device)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise CellGraphError(f"teacher {run_dir}: checkpoint does not fit this data set: {err}") from None
+    return model

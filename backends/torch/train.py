@@ -59,7 +59,8 @@ from cellgraph.backends.torch.distributed import Distributed, share
 from cellgraph.backends.torch.logger import check_logger, open_logger
 from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
 from cellgraph.backends.torch.targets import SelfTargetProvider
-from cellgraph.backends.torch.task import SelfTargets, TaskModel, TeacherTargets
+from cellgraph.backends.torch.task import STRUCTURED_MODELS, SelfTargets, TaskModel, TeacherTargets, load_teacher
+from cellgraph.backends.torch.warmstart import warm_start
 from cellgraph.cell.expr import relabel
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
@@ -708,8 +709,30 @@ def train(config: TrainConfig, out_dir: str | Path, resume: bool = False, argv: 
     ``log`` receives the per-epoch summaries and warnings; ``dist`` says which share of each
     global batch this process trains and whether it writes the run folder and final.json
     (rank 0, which logs; the other ranks return ``{}``); None: this process alone."""
+    dist = Distributed() if dist is None else dist
+    config = _with_teacher(config, out_dir, log, dist)
     with _threads(config.num_threads), ExitStack() as held:  # threads: a search's next trial starts afresh
-        return _train(config, out_dir, resume, argv, log, Distributed() if dist is None else dist, held)
+        return _train(config, out_dir, resume, argv, log, dist, held)
+
+
+def _with_teacher(config: TrainConfig, out_dir: str | Path, log: Log, dist: Distributed) -> TrainConfig:
+    """``config`` with a teacher: as given, or, for ``warm_start=teacher`` without one, the
+    ``gru`` run of ``teacher_epochs`` trained (or resumed, or found finished) in
+    ``RUN_DIR/teacher`` on the same task, data, seed and hidden size."""
+    if config.warm_start != "teacher" or config.model not in STRUCTURED_MODELS or config.teacher:
+        return config
+    if dist.active:
+        raise CellGraphError("warm_start=teacher under torchrun needs a finished gru run: train it first and "
+                             "pass it with --teacher")
+    folder = Path(out_dir) / "teacher"
+    if not (folder / "final.json").exists():
+        resume = RunDir(folder).has_checkpoint()
+        log(f"warm start: {'resuming' if resume else 'training'} the teacher gru run in {folder} "
+            f"({config.teacher_epochs} epochs)")
+        gru = TrainConfig(**{**config.to_dict(), "model": "gru", "epochs": config.teacher_epochs,
+                             "warm_start": "none", "structure_term": False, "teacher": ""})
+        train(gru, folder, resume=resume, log=log)
+    return config.replace(teacher=str(folder))
 
 
 @contextmanager
@@ -743,6 +766,9 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)
     model = build_model(config, dataset).to(device)  # made on the CPU: the same start on every device
+    if config.warm_start == "teacher" and model.structured:
+        warm_start(model, load_teacher(config.teacher, config, len(dataset.vocab), dataset.n_classes,
+                                       dataset.per_step, dataset.padding_idx, device), config.warm_weight)
     targets = _targets(config, dataset, device)
     if dist.writes:
         run = RunDir.create(out_dir, resume=resume)

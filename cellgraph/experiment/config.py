@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from cellgraph.algorithm2 import CANDIDATE_NORMS, MODES, TAU_UNITS
+from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, MODES, TAU_UNITS
 from cellgraph.algorithms.distance import MATCHES
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
@@ -36,6 +36,10 @@ __all__ = [
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
 MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
 PLACEMENTS = ("flexible", "gates")
+#: RRNN-GRU's trees (the GRU forms whose tuples it chooses).
+GRU_TREES = ("gru", "gru_torch")
+#: Warm starts of the discovery recipe: none, or the teacher gru run's GRU, computed exactly.
+WARM_STARTS = ("none", "teacher")
 LOGGERS = ("none", "tensorboard")
 #: The forms of the ``device`` setting (resolved against the machine by the torch backend).
 DEVICE_FORMS = ("auto", "cpu", "cuda", "cuda:N")
@@ -167,6 +171,23 @@ class TrainConfig:
                            "backward pass: 13x less memory at batch 16, 1.5-1.9x the time, same results")
     alternate_every: int = _key(0, "rrnn-gru: train the tuples and the scoring network in turn, "
                                 "switching every k epochs (0 = both always)", at_least(0))
+    structure_term: bool = _key(False, "rrnn, rrnn-gru: add a learned logit per iteration and candidate "
+                                "slot (tuple, op, activation, operands) to alpha; rrnn-gru: per choosing "
+                                "node and tuple (flexible placement)")
+    exclusion: str = _key("value", "rrnn: what Algorithm 2's 'v not in P' excludes: value (the paper's: "
+                          "vectors equal to a generated node's) or slot (only the candidates already "
+                          "chosen)", one_of(EXCLUSIONS))
+    tree: str = _key("gru", "rrnn-gru: the GRU tree whose tuples it chooses: gru (the paper's, reset "
+                     "before the matrix) or gru_torch (torch.nn.GRU's, reset after)", one_of(GRU_TREES))
+    warm_start: str = _key("none", "rrnn, rrnn-gru: none, or teacher: start as the teacher gru run's model "
+                           "exactly (its embedding, output layer and GRU weights as tuples; the structural "
+                           "term builds its cell); without --teacher a gru run of teacher_epochs is trained "
+                           "first into RUN_DIR/teacher", one_of(WARM_STARTS))
+    warm_weight: float = _key(0.9, "warm_start=teacher: the share of each soft mixture the teacher's candidate "
+                              "holds at the start (the argmax is the teacher's whatever it is)",
+                              Rule("must lie strictly between 0 and 1", lambda value: 0 < value < 1))
+    teacher_epochs: int = _key(5, "warm_start=teacher without --teacher: epochs of the gru run trained first",
+                               at_least(1))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
                               "steps)", at_least(0))
     lambda_td: float = _key(1e-3, "rrnn, rrnn-gru: weight of the tree distance TD between the "
@@ -225,6 +246,8 @@ class TrainConfig:
             value = getattr(self, item.name)
             if rule is not None and not rule.check(value):
                 raise FormatError(item.name, f"invalid value {value!r}: {rule.text}")
+        if self.model in ("rrnn", "rrnn-gru"):
+            _check_recipe(self)
         if self.amp != "none" and self.model == "rrnn":
             raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
                               "runs in float32 (its exclusion test compares candidates within 1e-9, far "
@@ -235,6 +258,29 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+def _check_recipe(config: "TrainConfig") -> None:
+    """The discovery recipe's settings fit together (docs/paper-notes.md, *Extension: the
+    discovery recipe*): a warm start needs the structural term and a model that can compute
+    ``torch.nn.GRU``'s form."""
+    if config.structure_term and config.model == "rrnn-gru" and config.placement != "flexible":
+        raise FormatError("structure_term", "rrnn-gru's structural term needs placement=flexible")
+    if config.warm_start == "none":
+        return
+    need = {"structure_term": (config.structure_term, True)}
+    if config.model == "rrnn":
+        need.update(exclusion=(config.exclusion, "slot"), n_iterations=(config.n_iterations, 9))
+        if config.n_tuples < 4:
+            need["n_tuples"] = (config.n_tuples, 4)
+    else:
+        need.update(tree=(config.tree, "gru_torch"), placement=(config.placement, "flexible"))
+        if config.n_tuples < 4:
+            need["n_tuples"] = (config.n_tuples, 4)
+    wrong = [f"{key}={want!r} (has {have!r})" for key, (have, want) in need.items() if have != want]
+    if wrong:
+        raise FormatError("warm_start", f"teacher makes {config.model} compute torch.nn.GRU's cell, which "
+                          f"needs {', '.join(wrong)}")
 
 
 def _preset(**kw: Any) -> dict[str, Any]:

@@ -1,0 +1,59 @@
+r"""The structural term of cellgraph's discovery recipe: a learned logit per iteration and
+candidate slot, added to the value score (docs/paper-notes.md, *Extension: the discovery
+recipe*).
+
+Algorithm 2 ranks the candidates of iteration ``k`` by
+
+.. math::
+    \mathrm{score}_k(c) = \alpha(v_c) + s_k[\mathrm{slot}(c)], \qquad
+    \mathrm{slot}(c) = (r, o, u, i, j)
+
+where ``alpha`` is the paper's per-sample scoring network and ``s_k`` a table of learned
+logits, one per iteration ``k`` and slot (weight tuple, op, activation and the positions of
+the two operands in Algorithm 2's node list). ``s`` plays the part of DARTS' architecture
+weights (Liu et al., 2019), but *beside* ``alpha`` rather than instead of it, so the cell
+stays per sample and per step: ``s`` says which cell the model builds by default, ``alpha``
+where a sample departs from it. With ``s = 0`` the score is the paper's.
+
+Slots are numbered by :class:`~cellgraph.backends.torch.search` 's candidate key, a mixed
+radix over ``(r, o, u, i, j)`` with ``M = n_leaves + N`` node positions, so one iteration's
+logits are a flat ``(n_r n_o n_u M^2,)`` vector and a block of candidates reads its own by
+their keys.
+
+RRNN-GRU's structural term is the same idea on its fixed tree: one logit per choosing node
+and tuple it may choose.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from cellgraph.cell.layout import SearchSpace
+from cellgraph.errors import CellGraphError
+
+__all__ = ["n_slots", "slot", "zero_logits"]
+
+
+def n_slots(space: SearchSpace) -> int:
+    """Slots of one iteration of ``space``: ``n_r n_o n_u M^2`` with ``M = n_leaves + N``."""
+    M = len(space.leaves) + space.n_iterations
+    return len(space.tuples) * len(space.ops) * len(space.activations) * M * M
+
+
+def slot(space: SearchSpace, r: int, o: str, u: str, i: int, j: int) -> int:
+    """The slot of the candidate ``u(o(L_r c_i, R_r c_j) + b_r)`` (``r`` a layout tuple index,
+    ``i < j`` node-list positions): the search's candidate key."""
+    M = len(space.leaves) + space.n_iterations
+    if not 0 <= i < j < M:
+        raise CellGraphError(f"slot: operand positions must satisfy 0 <= i < j < {M}, got ({i}, {j})")
+    try:
+        r_pos, o_pos, u_pos = space.tuples.index(r), space.ops.index(o), space.activations.index(u)
+    except ValueError:
+        raise CellGraphError(f"slot: tuple {r}, op {o!r} or activation {u!r} is not in the search space") from None
+    return (((r_pos * len(space.ops) + o_pos) * len(space.activations) + u_pos) * M + i) * M + j
+
+
+def zero_logits(rows: int, columns: int) -> nn.Parameter:
+    """A ``(rows, columns)`` table of structural logits, zero: the paper's score at the start."""
+    return nn.Parameter(torch.zeros(rows, columns))

@@ -1,0 +1,153 @@
+"""The discovery recipe's levers, each alone and together, 3 seeds (docs/paper-notes.md,
+*Extension: the discovery recipe*; RESULTS.md, "The discovery recipe: ablation").
+
+Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default):
+
+* ``paper``: the paper's training as the planted experiment runs it (soft mixture, alpha
+  alone, value exclusion; the full RRNN's candidates normalised per sample, tau annealed in
+  units of the score spread);
+* ``hard``: straight-through training alone (the argmax cell forward);
+* ``structure``: the structural term alone (soft training);
+* ``warm``: the warm start from the teacher GRU, with what it needs (the structural term,
+  exclusion by slot, no candidate normalisation, tau in the score's units), soft training;
+* ``all``: straight-through, structural term and warm start together;
+
+and the GRU trained for the teacher's epochs plus the RRNN's (the teacher continued: with a
+constant learning rate and the same seed its first epochs are the teacher's). Warm arms train
+the teacher themselves (``RUN/teacher``) and then the RRNN for ``EPOCHS``; the other RRNN arms
+train for ``TEACHER_EPOCHS + EPOCHS``, the same total. Every run is a ``cellgraph train`` run folder under
+``--root``: a finished run is kept, an interrupted one resumed, so the command reruns.
+
+    python -m cellgraph.benchmarks.recipe_ablation --root results/recipe-planted --jobs 2
+
+prints the table (hard and soft test metric, mean and sample std over seeds, identity-chain
+share of the last structure log) and writes ``ROOT/summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
+
+#: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo) on a
+#: slice small enough that a full-RRNN run costs minutes.
+BASE = {**PLANTED, "max_train": 800, "max_eval": 200, "num_threads": 1}
+#: Epochs of the teacher GRU and of a warm-started run; the other arms train for both.
+TEACHER_EPOCHS, EPOCHS = 2, 2
+#: What a warm start needs besides the structural term: four tuples, exclusion by slot, and a
+#: score that is the structural term's (no candidate normalisation, which would change the
+#: nodes' values; tau in the score's units, constant).
+_WARM = {"warm_start": "teacher", "structure_term": True, "n_tuples": 4, "teacher_epochs": TEACHER_EPOCHS,
+         "candidate_norm": "none", "tau_units": "score", "tau_end": 0.0}
+#: Straight-through training, with tau constant in the score's units: under the spread's units
+#: annealed to 0.01 (the planted full RRNN's) its gradients reach 1e7 and the losses turn
+#: non-finite in the first epoch.
+_HARD = {"mode": "straight-through", "tau_units": "score", "tau_end": 0.0}
+#: model -> arm -> settings on top of BASE and the model's planted settings (PLANTED_MODELS).
+ARMS: dict[str, dict[str, dict[str, Any]]] = {
+    "rrnn": {
+        "paper": {},
+        "hard": _HARD,
+        "structure": {"structure_term": True},
+        "warm": {**_WARM, "exclusion": "slot"},
+        "all": {**_WARM, **_HARD, "exclusion": "slot"},
+    },
+    "rrnn-gru": {
+        "paper": {},
+        "hard": _HARD,
+        "structure": {"structure_term": True},
+        "warm": {**_WARM, "tree": "gru_torch"},
+        "all": {**_WARM, **_HARD, "tree": "gru_torch"},
+    },
+}
+SEEDS = (0, 1, 2)
+
+
+def runs(task: str) -> list[tuple[str, list[str]]]:
+    """``(run name, cellgraph train arguments)`` of every run."""
+    out = []
+    for seed in SEEDS:
+        for model, arms in ARMS.items():
+            for arm, settings in arms.items():
+                epochs = EPOCHS if settings.get("warm_start") == "teacher" else TEACHER_EPOCHS + EPOCHS
+                sets = {**BASE, **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
+                out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
+        sets = {**BASE, **PLANTED_MODELS["gru"], "epochs": TEACHER_EPOCHS + EPOCHS, "seed": seed}
+        out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
+    return out
+
+
+def _flags(sets: dict[str, Any]) -> list[str]:
+    return [a for k, v in sets.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
+
+
+def run_one(root: Path, name: str, args: list[str]) -> str:
+    """Train (or resume, or keep) one run; its output goes to ``ROOT/NAME.log``."""
+    folder = root / name
+    if (folder / "final.json").exists():
+        return f"{name}: done"
+    resume = (folder / "checkpoints" / "last.pt").exists()
+    cmd = [sys.executable, "-m", "cellgraph", "train", *(["--resume", str(folder)] if resume else
+                                                          [*args, "--out", str(folder)])]
+    with open(root / f"{name}.log", "a") as log:
+        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return f"{name}: exit {code}"
+
+
+def summarize(root: Path) -> dict[str, Any]:
+    """Per arm: the seeds' hard and soft test metric and identity-chain share."""
+    table: dict[str, dict[str, list[float]]] = {}
+    for folder in sorted(p for p in root.iterdir() if (p / "final.json").exists()):
+        final = json.loads((folder / "final.json").read_text())
+        arm = folder.name.rsplit("-s", 1)[0]
+        metric = final["metric"]
+        row = table.setdefault(arm, {"hard": [], "soft": [], "identity_chain_share": []})
+        row["hard"].append(final[f"test_{metric}_hard"] if f"test_{metric}_hard" in final else final[f"test_{metric}"])
+        if f"test_{metric}_soft" in final:
+            row["soft"].append(final[f"test_{metric}_soft"])
+        logs = sorted((folder / "structures").glob("epoch_*.json"))
+        if logs:
+            row["identity_chain_share"].append(json.loads(logs[-1].read_text())["identity_chain_share"])
+    return table
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    sd = statistics.stdev(values) if len(values) > 1 else float("nan")
+    return f"{statistics.mean(values):.3f} ± {sd:.3f} (n={len(values)})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", default="results/recipe-planted")
+    p.add_argument("--task", default="planted")
+    p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
+    p.add_argument("--only", default="", help="run only the runs whose name starts with this")
+    p.add_argument("--summary", action="store_true", help="only print the table of the finished runs")
+    a = p.parse_args(argv)
+    root = Path(a.root)
+    root.mkdir(parents=True, exist_ok=True)
+    if not a.summary:
+        todo = [(n, args) for n, args in runs(a.task) if n.startswith(a.only)]
+        with ThreadPoolExecutor(a.jobs) as pool:
+            for line in pool.map(lambda job: run_one(root, *job), todo):
+                print(line, flush=True)
+    table = summarize(root)
+    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASE, "arms": ARMS, "table": table},
+                                                  indent=1))
+    print(f"{'arm':<22} {'test, argmax (hard)':<28} {'test, mixture (soft)':<28} identity chains")
+    for arm, row in table.items():
+        print(f"{arm:<22} {_cell(row['hard']):<28} {_cell(row['soft']):<28} {_cell(row['identity_chain_share'])}")
+
+
+if __name__ == "__main__":
+    main()

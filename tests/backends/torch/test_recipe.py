@@ -1,0 +1,205 @@
+"""The discovery recipe: the straight-through estimator, the structural term, exclusion by
+slot and the warm start from a trained GRU (docs/paper-notes.md, *Extension: the discovery
+recipe*)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
+from cellgraph.backends.torch.search import prepare, search
+from cellgraph.backends.torch.structure import n_slots, slot
+from cellgraph.backends.torch.task import TaskModel
+from cellgraph.backends.torch.train import train
+from cellgraph.backends.torch.warmstart import teacher_logit, warm_start
+from cellgraph.cell.expr import h, x, zero
+from cellgraph.cell.layout import SearchSpace
+from cellgraph.errors import CellGraphError, FormatError
+from cellgraph.experiment.config import TrainConfig
+from cellgraph.targets import target
+
+P, V = 6, 9  # hidden size, vocabulary
+
+
+def _teacher(seed: int = 0) -> TaskModel:
+    torch.manual_seed(seed)
+    return TaskModel(TrainConfig(model="gru", hidden_size=P), V, V, True).double()
+
+
+def _student(model: str, mode: str, exclusion: str = "slot") -> TaskModel:
+    config = TrainConfig(model=model, hidden_size=P, scoring_hidden=5, n_tuples=4, mode=mode,
+                         structure_term=True, exclusion=exclusion, tree="gru_torch")
+    return TaskModel(config, V, V, True, states=("h",)).double()
+
+
+@pytest.mark.parametrize("mode", ["hard", "straight-through"])
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_a_warm_start_computes_the_teacher_gru_exactly(model, mode):
+    """At training step 0 the warm-started model is the teacher: the same logits at every
+    step of every sequence, the first step (h_0 = 0) included."""
+    teacher, student = _teacher(), _student(model, mode)
+    warm_start(student, teacher, 0.9)
+    tokens = torch.randint(0, V, (5, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, _ = teacher(tokens)
+    got, traces = student(tokens)
+    assert (got - want).abs().max().item() < 1e-6
+    cells = {str(student.cell(traces, t, b)) for t in range(12) for b in range(5)}
+    assert len(cells) == 1  # one cell, the teacher's, for every sample and step
+
+
+def test_exclusion_by_value_cannot_build_the_gru_at_the_first_step():
+    """Why the warm start needs exclusion by slot: with h_0 = 0 the GRU's h_1 = (1 - z) n equals
+    its own node (1 - z) * n, so the paper's exclusion by value forbids it."""
+    teacher, student = _teacher(), _student("rrnn", "hard", exclusion="value")
+    warm_start(student, teacher, 0.9)
+    tokens = torch.randint(0, V, (3, 4), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want, _ = teacher(tokens)
+        got, _ = student(tokens)
+    assert (got[:, 0] - want[:, 0]).abs().max().item() > 1e-3
+
+
+def test_the_teacher_logit_gives_the_teacher_its_share_of_the_mixture():
+    for weight, n in ((0.9, 5), (0.5, 2), (0.99, 8760)):
+        a = teacher_logit(weight, n)
+        assert abs(torch.softmax(torch.tensor([a] + [0.0] * (n - 1), dtype=torch.float64), 0)[0].item() - weight) < 1e-12
+    with pytest.raises(CellGraphError, match="between 0 and 1"):
+        teacher_logit(1.0, 3)
+
+
+def test_a_straight_through_step_moves_the_structural_logits_and_keeps_the_tuples_gradient():
+    teacher, student = _teacher(), _student("rrnn", "straight-through")
+    warm_start(student, teacher, 0.9)
+    tokens = torch.randint(0, V, (4, 6), generator=torch.Generator().manual_seed(3))
+    logits, _ = student(tokens)
+    torch.nn.functional.cross_entropy(logits.reshape(-1, V), tokens.reshape(-1)).backward()
+    cell = student.core.cell
+    assert cell.structure_logits[0].grad.abs().sum() > 0
+    assert torch.isfinite(cell.weight_L.grad).all() and cell.weight_L.grad.abs().sum() > 0
+
+
+def _space(n_iterations: int = 3) -> SearchSpace:
+    return SearchSpace((0, 1), ("tanh", "identity"), ("add", "mul"), (x,), (h,), (zero,), n_iterations)
+
+
+def _search(space: SearchSpace, logits, exclusion: str = "value", seed: int = 0, B: int = 4):
+    """Algorithm 2 (hard) on random weights; tuple 1 is the identity ``(I, I, 0)``."""
+    g = torch.Generator().manual_seed(seed)
+    p = 5
+    L, R, b = torch.randn(2, p, p, generator=g), torch.randn(2, p, p, generator=g), torch.randn(2, p, generator=g)
+    L[1], R[1], b[1] = torch.eye(p), torch.eye(p), 0.0
+    W1, b1, w2 = torch.randn(7, p, generator=g), torch.randn(7, generator=g), torch.randn(7, generator=g)
+    leaves = torch.randn(B, 3, p, generator=g)
+    leaves[:, 2] = 0.0
+    params = prepare(space, L, R, b, W1, b1, w2, torch.tensor(0.0), structure=logits, exclusion=exclusion)
+    return search(params, leaves, "hard")
+
+
+def test_zero_structural_logits_are_the_papers_score():
+    space = _space()
+    plain = _search(space, None)
+    zeros = _search(space, torch.zeros(space.n_iterations, n_slots(space)))
+    for name in ("left", "right", "tuple_pos", "op_pos", "act_pos", "best_score"):
+        assert torch.equal(getattr(plain, name), getattr(zeros, name))
+
+
+def test_a_structural_logit_chooses_its_slot_at_its_iteration():
+    """A large logit on a slot at iteration k makes it c_k*, for every sample, and the slot is
+    the one the trace decodes (so :func:`slot` numbers slots as the search keys them)."""
+    space = _space()
+    wanted = [(1, "mul", "identity", 0, 1), (0, "add", "tanh", 1, 3), (1, "add", "identity", 0, 4)]
+    logits = torch.zeros(space.n_iterations, n_slots(space))
+    for k, (r, o, u, i, j) in enumerate(wanted):
+        logits[k, slot(space, r, o, u, i, j)] = 1e4
+    trace = _search(space, logits)
+    for k, (r, o, u, i, j) in enumerate(wanted):
+        assert (trace.tuple_pos[:, k] == space.tuples.index(r)).all()
+        assert (trace.op_pos[:, k] == space.ops.index(o)).all()
+        assert (trace.act_pos[:, k] == space.activations.index(u)).all()
+        assert (trace.left[:, k] == i).all() and (trace.right[:, k] == j).all()
+    with pytest.raises(CellGraphError, match="0 <= i < j"):
+        slot(space, 0, "add", "tanh", 2, 2)
+
+
+def test_exclusion_by_slot_excludes_the_chosen_candidate_only():
+    """``id(I x + I 0 + 0) = x`` rebuilds a leaf's vector (allowed either way); ``id(I c_1 + I 0)``
+    rebuilds c_1's: the paper's exclusion by value forbids it, exclusion by slot allows it,
+    and forbids choosing c_1's own slot again."""
+    space = SearchSpace((0, 1), ("identity",), ("add",), (x,), (h,), (zero,), 3)
+    first, again = slot(space, 0, "add", "identity", 0, 1), slot(space, 1, "add", "identity", 2, 3)
+    logits = torch.zeros(3, n_slots(space))
+    logits[0, first] = 1e4
+    logits[1, again] = 1e4  # c_2 = I c_1 + I 0 + 0 = c_1
+    logits[2, first] = 1e4  # c_1's slot once more
+    by_value = _search(space, logits, "value")
+    by_slot = _search(space, logits, "slot")
+    assert not ((by_value.left[:, 1] == 2) & (by_value.right[:, 1] == 3)).any()
+    assert ((by_slot.left[:, 1] == 2) & (by_slot.right[:, 1] == 3)).all()
+    assert torch.allclose(by_slot.vectors[:, 4], by_slot.vectors[:, 3])
+    assert not ((by_slot.left[:, 2] == 0) & (by_slot.right[:, 2] == 1) & (by_slot.tuple_pos[:, 2] == 0)).any()
+
+
+def test_rrnn_gru_trees_and_its_structural_term():
+    torch.manual_seed(0)
+    assert RRNNGRU(4, n_tuples=4, tree="gru_torch").cell.space.n_iterations == 9
+    with pytest.raises(CellGraphError, match="unknown RRNN-GRU tree"):
+        RRNNGRU(4, tree="lstm")
+    with pytest.raises(CellGraphError, match="placement 'flexible'"):
+        RRNNGRU(4, placement="gates", structure_term=True)
+    cell = RRNNGRU(4, n_tuples=2, structure_term=True).cell
+    assert cell.structure_logits.shape == (len(cell.choosing_nodes), 3)
+    assert cell.structure_logits in cell.scoring_parameters()
+
+
+def test_full_rrnn_structural_logits_are_scoring_parameters():
+    cell = RRNN(4, n_tuples=2, n_iterations=3, scoring_hidden=3, structure_term=True).cell
+    (logits,) = cell.structure_logits
+    assert logits.shape == (3, n_slots(cell.spaces[0]))
+    assert any(p is logits for p in cell.scoring_parameters())
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"structure_term": False}, "structure_term=True"),
+    ({"exclusion": "value"}, "exclusion='slot'"),
+    ({"n_tuples": 3}, "n_tuples=4"),
+    ({"n_iterations": 8}, "n_iterations=9"),
+])
+def test_a_warm_start_names_what_it_needs(changes, message):
+    good = dict(model="rrnn", warm_start="teacher", structure_term=True, exclusion="slot", n_tuples=4)
+    TrainConfig(**good)
+    with pytest.raises(FormatError, match=message):
+        TrainConfig(**{**good, **changes})
+    with pytest.raises(FormatError, match="tree='gru_torch'"):
+        TrainConfig(model="rrnn-gru", warm_start="teacher", structure_term=True, n_tuples=4)
+    with pytest.raises(FormatError, match="placement=flexible"):
+        TrainConfig(model="rrnn-gru", structure_term=True, placement="gates")
+
+
+def test_warm_start_refuses_a_model_it_cannot_set():
+    teacher = _teacher()
+    plain = TaskModel(TrainConfig(model="rrnn", hidden_size=P, n_tuples=4), V, V, True, states=("h",)).double()
+    with pytest.raises(CellGraphError, match="structural term"):
+        warm_start(plain, teacher)
+    with pytest.raises(CellGraphError, match="teacher must be a gru"):
+        warm_start(_student("rrnn", "hard"), plain)
+
+
+def test_warm_start_trains_the_teacher_first_and_records_it(tmp_path):
+    """``warm_start=teacher`` without ``--teacher`` trains the gru run in RUN/teacher, records it
+    in config.json, and the run's untrained cells (epoch 0) are all the teacher's."""
+    config = TrainConfig(task="planted", model="rrnn", hidden_size=6, scoring_hidden=4, max_train=32, max_eval=16,
+                         seq_len=5, epochs=1, batch_size=16, log_structures=4, num_threads=1, n_tuples=4,
+                         structure_term=True, exclusion="slot", warm_start="teacher", teacher_epochs=1,
+                         mode="straight-through")
+    lines: list[str] = []
+    final = train(config, tmp_path / "run", log=lines.append)
+    assert (tmp_path / "run" / "teacher" / "final.json").exists()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["teacher"] == str(tmp_path / "run" / "teacher")
+    assert any("training the teacher" in line for line in lines)
+    start = json.loads((tmp_path / "run" / "structures" / "epoch_000.json").read_text())
+    assert len(start["forms"]) == 1 and start["forms"][0]["canonical"].count("tanh") == 1
+    assert final["test_accuracy"] is not None
