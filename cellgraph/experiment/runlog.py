@@ -171,19 +171,29 @@ class RunLog:
         return ([r["epoch"] for _, r in rows],
                 [float(require_field(r, key, float, f"line {line}", source)) for line, r in rows])
 
+    def _structure_files(self) -> list[Path]:
+        folder = self.path / "structures"
+        return sorted(folder.glob("epoch_*.json")) if folder.is_dir() else []
+
+    @property
+    def has_structures(self) -> bool:
+        """Whether the run logged a structure log (searched cells do)."""
+        return bool(self._structure_files())
+
     def structures(self) -> list[dict[str, Any]]:
         """Per-epoch structure logs, by epoch, validated (module docstring)."""
-        folder = self.path / "structures"
-        files = sorted(folder.glob("epoch_*.json")) if folder.is_dir() else []
-        return [_structure_log(read_json(f), f) for f in files]
+        return [_structure_log(read_json(f), f) for f in self._structure_files()]
 
     def structure_log(self, epoch: int | None = None) -> dict[str, Any]:
         """The structure log of ``epoch`` (default: the last logged) with what its cells read
         (:func:`with_reads`); an error naming the run where there is none."""
-        logs = self.structures()
-        if not logs:
+        files = self._structure_files()
+        if not files:
             raise CellGraphError(f"{self.path} has no structure log (structures/epoch_*.json)")
-        chosen = logs[-1] if epoch is None else next((s for s in logs if s["epoch"] == epoch), None)
+        if epoch is None:
+            chosen = _structure_log(read_json(files[-1]), files[-1])
+        else:
+            chosen = next((s for s in self.structures() if s["epoch"] == epoch), None)
         if chosen is None:
             raise CellGraphError(f"{self.path}: no structure log for epoch {epoch}")
         return with_reads(chosen)
