@@ -1,6 +1,6 @@
 """Most frequent discovered structures (canonical forms) with their counts, from the run's
 structure log (last epoch by default), and which leaves their output h_t reads (column
-``reads``: leaf names such as ``x,h``; ``-`` none; ``?`` not known for a log without cell dumps)
+``reads``: leaf names such as ``h,x``; ``-`` none; ``?`` not known for a log without cell dumps)
 with the shares of cells reading x_t, h_{t-1} and both, and of identity chains."""
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_leaves(form: dict) -> str:
-    """The leaves ``h_t`` reads, by name (``x,h``); ``-`` for none, ``?`` where not known."""
+    """The leaves ``h_t`` reads, by name in alphabetical order (``h,x``); ``-`` for none, ``?``
+    where not known."""
     if "reads" not in form:
         return "?"
-    return ",".join(name for name, read in form["reads"].items() if read) or "-"
+    return ",".join(sorted(name for name, read in form["reads"].items() if read)) or "-"
 
 
 def _saved_note(run: str, folder: str, n: int, example: dict | None) -> str:
