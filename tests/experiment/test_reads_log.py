@@ -126,6 +126,11 @@ def test_summarize_reads_averages_the_last_logs_over_seeds(tmp_path, capsys):
     assert "| planted | gru | accuracy | 1 | 0.900 | 0.900 | — | — | — | — |" in out  # no structure log
     assert main(["summarize", str(tmp_path / "a-s0")]) == 0
     assert "reads" not in capsys.readouterr().out  # only when asked
+    unlogged = RunDir.create(tmp_path / "a-s2")  # a seed of the group without structure logs
+    unlogged.write_config({"task": "planted", "model": "rrnn", "seed": 2})
+    unlogged.write_final({"val_accuracy": 0.5, "test_accuracy": 0.5, "train_seconds": 1.0, "epochs_run": 2})
+    assert main(["summarize", str(tmp_path / "a-s0"), str(unlogged.path), "--reads"]) == 0
+    assert "| 0.500 ± 0.000 | — | — | — | — |" in capsys.readouterr().out
 
 
 def test_diff_shows_each_frequent_cell_against_the_gru(tmp_path, capsys):
