@@ -3,8 +3,9 @@
 The nodes of the two cells are matched by their *shape code*
 (:func:`cellgraph.algorithms.shape.shape_code`: the canonical form of the node's whole subtree
 with every trainable tuple written ``W`` and every identity tuple ``I``, so that the run's tuples
-``t0, t1, ...`` and the GRU's ``(W_r, W_r', b_r), ...`` compare by kind, and commutative swaps
-do not count as changes). Per state the two cells make (matched by name, e.g. ``h``):
+``t0, t1, ...`` and the GRU's ``(W_r, W_r', b_r), ...`` compare by kind; each operand keeps
+the matrix ``L_r`` or ``R_r`` it is multiplied by, except on the identity tuple, and a
+commutative op's operands may come in either order). Per state the two cells make (matched by name, e.g. ``h``):
 
 * the *nodes* of a cell are the distinct generated nodes of its DAG (a node two parents use is
   one node), the root included;

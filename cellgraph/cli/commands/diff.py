@@ -7,8 +7,9 @@ import argparse
 MATCHING = (
     "Nodes are matched by shape: a node's shape is its op, its activation, whether its tuple is "
     "trainable or the identity (which trainable tuple is not compared: the run's t0, t1, ... and "
-    "the GRU's W_r, W_z, W_h are different layouts) and, recursively, the shapes of its operands "
-    "(commutative operands in either order). The distinct generated nodes of the cell and of the "
+    "the GRU's W_r, W_z, W_h are different layouts) and, recursively, the shapes of its operands, each "
+    "with its matrix L_r or R_r (not told apart on the identity tuple; a commutative op's "
+    "operands in either order). The distinct generated nodes of the cell and of the "
     "target (per state) are paired by equal shape; a node of the cell without a partner is new "
     "(+), a node of the target without one is missing (-, named as in the target's equations, "
     "printed first), the others are kept (unmarked). A change at one node makes every node above "
