@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.cli.commands import add_structure_log_args
+
 MATCHING = (
     "Nodes are matched by shape: a node's shape is its op, its activation, whether its tuple is "
     "trainable or the identity (which trainable tuple is not compared: the run's t0, t1, ... and "
@@ -27,9 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "set; --target to choose another). A cell with the target's structure says so. " + MATCHING,
         epilog="example: cellgraph diff runs/rrnn-s0 --top 3",
     )
-    p.add_argument("run", metavar="RUN_DIR")
-    p.add_argument("--top", type=int, default=3, help="how many of the most frequent cells (default 3)")
-    p.add_argument("--epoch", type=int, default=None, help="epoch to read (default: the last logged)")
+    add_structure_log_args(p, 3, "of the most frequent cells")
     p.add_argument("--target", metavar="NAME", default=None,
                    help="target to compare with: gru, gru_torch, lstm or lstm_torch (default: the run's)")
     p.set_defaults(func=run)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.cli.commands import add_structure_log_args
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trees", description=__doc__,
                        help="list the most frequent discovered cell structures of a run")
-    p.add_argument("run", metavar="RUN_DIR")
-    p.add_argument("--top", type=int, default=10, help="how many forms to list (default 10)")
-    p.add_argument("--epoch", type=int, default=None, help="epoch to read (default: the last logged)")
+    add_structure_log_args(p, 10, "forms to list")
     p.add_argument("--save", metavar="DIR", default=None,
                    help="also write each listed form as DIR/form_K.json (cellgraph cell JSON)")
     p.set_defaults(func=run)
