@@ -172,7 +172,13 @@ def test_diff_of_a_run_without_structure_logs_or_cell_dumps(tmp_path, capsys):
     run = _run(tmp_path / "r")
     path = run.path / "structures" / "epoch_002.json"
     log = json.loads(path.read_text())
-    del log["forms"][0]["cell"]
-    path.write_text(json.dumps(log))
-    assert main(["diff", str(run.path)]) == 2
-    assert "form 1: the structure log holds no cell for this form" in capsys.readouterr().err
+    for cell, message in ((None, "form 1: the structure log holds no cell for this form"),
+                          (dump_cell(GRU.cell), "form 1: the cell has no layout"),
+                          ({"format": "x"}, "epoch 2, form 1: ")):
+        log["forms"][0].pop("cell", None)
+        if cell is not None:
+            log["forms"][0]["cell"] = cell
+        path.write_text(json.dumps(log))
+        assert main(["diff", str(run.path)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and message in err

@@ -40,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.errors import CellGraphError
     from cellgraph.experiment.runlog import RunLog, reads_summary
     from cellgraph.export.diff import diff_lines
-    from cellgraph.export.jsonio import load_document
     from cellgraph.export.symbolic import equations, sstr
     from cellgraph.targets import target
 
@@ -57,15 +56,26 @@ def run(args: argparse.Namespace) -> int:
     for line in sstr(equations(goal.cell, goal.layout)).splitlines():
         print(f"    {line}")
     for k, form in enumerate(chosen["forms"][: args.top], 1):
-        where = f"{args.run}, epoch {chosen['epoch']}, form {k}"
-        if "cell" not in form:
-            raise CellGraphError(f"{where}: the structure log holds no cell for this form")
-        doc = load_document(form["cell"])
-        if doc.layout is None:
-            raise CellGraphError(f"{where}: the cell has no layout, so identity tuples cannot be told apart")
+        doc = _document(form, f"{args.run}, epoch {chosen['epoch']}, form {k}")
         print(f"\n#{k}: {form['count']} of {chosen['n_cells']} cells ({form['count'] / total:.1%}); "
               f"{cell_reads(doc.cell).describe()}")
         for line in diff_lines(doc.cell, doc.layout, goal):
             print(f"  {line}")
     return 0
 
+
+
+def _document(form: dict, where: str):
+    """The cell document a structure log's form holds, with its layout; errors name ``where``."""
+    from cellgraph.errors import CellGraphError
+    from cellgraph.export.jsonio import load_document
+
+    if "cell" not in form:
+        raise CellGraphError(f"{where}: the structure log holds no cell for this form")
+    try:
+        doc = load_document(form["cell"])
+    except CellGraphError as err:
+        raise CellGraphError(f"{where}: {err}") from None
+    if doc.layout is None:
+        raise CellGraphError(f"{where}: the cell has no layout, so identity tuples cannot be told apart")
+    return doc
