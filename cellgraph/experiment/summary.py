@@ -76,8 +76,9 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
     them, ``recovery`` (the share of test cells with the planted teacher's shape) where every
     run has it, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch);
     with ``reads``, ``reads``: :data:`~cellgraph.experiment.runlog.SHARES` key -> (mean, std)
-    or None (module docstring). ``skip`` receives a note for each folder left out (:func:`_finished`); without it such
-    a folder is an error, and so is finding no finished run."""
+    or None (module docstring). ``skip`` receives a note for each folder left out
+    (:func:`_finished`); without it such a folder is an error, and so is finding no finished
+    run."""
     if by not in GROUPINGS:
         raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
     run_dirs = list(run_dirs)
