@@ -12,7 +12,10 @@ Per epoch ``e`` (the step of every scalar), from the epoch's ``metrics.jsonl`` r
 
 from the epoch's structure log (searched cells; epoch 0 is the untrained model):
 ``cells/top<k>_share`` (share of the ``k``-th most frequent form among the logged cells, ``k``
-up to :data:`TOP_FORMS`), ``cells/distinct_forms``, and a text ``cells/top_forms`` naming them;
+up to :data:`TOP_FORMS`), ``cells/distinct_forms``, the shares of cells whose ``h_t`` reads
+``x_t``, ``h_{t-1}``, both, and of identity chains (``cells/reads_input_share``,
+``cells/reads_state_share``, ``cells/reads_both_share``, ``cells/identity_chain_share``), and a
+text ``cells/top_forms`` naming the forms;
 at the end, ``final/val_<metric>`` and ``final/test_<metric>`` at the best epoch.
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cellgraph.errors import CellGraphError
+from cellgraph.experiment.runlog import SHARES
 
 __all__ = ["TOP_FORMS", "EpochLogger", "check_logger", "open_logger", "epoch_scalars",
            "form_scalars"]
@@ -74,10 +78,12 @@ def epoch_scalars(record: dict[str, Any]) -> dict[str, float]:
 
 
 def form_scalars(structures: dict[str, Any], top: int = TOP_FORMS) -> dict[str, float]:
-    """Shares of the ``top`` most frequent forms of a structure log, and how many forms."""
+    """Shares of the ``top`` most frequent forms of a structure log, how many forms, and the
+    log's shares of what the cells read (where it records them)."""
     total = max(structures["n_cells"], 1)
     out = {f"cells/top{k}_share": form["count"] / total for k, form in enumerate(structures["forms"][:top], 1)}
     out["cells/distinct_forms"] = float(len(structures["forms"]))
+    out.update({f"cells/{key}": float(structures[key]) for key in SHARES if key in structures})
     return out
 
 

@@ -53,6 +53,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cellgraph.algorithms.canonical import canonical_string
+from cellgraph.algorithms.shape import shape_form
 from cellgraph.backends.torch.checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch.device import autocast, resolve_device
 from cellgraph.backends.torch.distributed import Distributed, share
@@ -61,14 +62,13 @@ from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLos
 from cellgraph.backends.torch.targets import SelfTargetProvider
 from cellgraph.backends.torch.task import STRUCTURED_MODELS, SelfTargets, TaskModel, TeacherTargets, load_teacher
 from cellgraph.backends.torch.warmstart import warm_start
-from cellgraph.cell.expr import relabel
 from cellgraph.cell.graph import MultiCell
-from cellgraph.cell.layout import Layout, TupleSpec
+from cellgraph.cell.layout import Layout
 from cellgraph.data.datadir import data_sha256, run_data_dir
 from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, load_run_config, resolved_td_match
-from cellgraph.experiment.runlog import METRICS, is_identity_chain, structure_summary
+from cellgraph.experiment.runlog import METRICS, form_reads, read_shares, structure_summary
 from cellgraph.experiment.runs import RunDir
 from cellgraph.export.jsonio import dump_cell
 from cellgraph.files import write_json
@@ -260,21 +260,6 @@ def _validation(model: TaskModel, dataset: Dataset, config: TrainConfig,
 
 # --- structures ------------------------------------------------------------------------
 
-#: Layout of :func:`shape_form`: every trainable tuple becomes ``W``, identity tuples ``I``.
-SHAPE_LAYOUT = Layout((TupleSpec("W", "L", "R", "b"), TupleSpec.identity_tuple("I")))
-
-
-def shape_form(cell: MultiCell, layout: Layout) -> str:
-    """Canonical form of ``cell`` ignoring which trainable tuple each node uses (the
-    structure: shape, ops, activations, leaves, identity edges), ``state = form; ...``."""
-    identity = layout.identity_indices
-    forms = []
-    for g in cell:
-        shape = relabel(g.root, lambda n: (n.op, n.act, int(n.tuple in identity)))
-        forms.append(f"{g.state} = {canonical_string(shape, SHAPE_LAYOUT)}")
-    return "; ".join(forms)
-
-
 def _exact_form(cell: MultiCell, layout: Layout) -> str:
     return "; ".join(f"{g.state} = {canonical_string(g, layout)}" for g in cell)
 
@@ -310,13 +295,12 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
                     continue
                 forms[key] = {"canonical": key, "count": 1, **structure_summary(cell.output.unfold()),
                               "is_target": shape_form(cell, layout) == target_form,
-                              "identity_chain": is_identity_chain(cell, layout),
+                              **form_reads(cell, layout),
                               "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
     ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
     share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
-    chains = sum(f["count"] for f in ranked if f["identity_chain"]) / max(n_cells, 1)
     return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share,
-            "identity_chain_share": chains, "forms": ranked}
+            **read_shares(ranked, n_cells), "forms": ranked}
 
 
 @torch.no_grad()

@@ -21,6 +21,7 @@ from cellgraph.backend import training_backend
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import resolve_config
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
+from cellgraph.experiment.runlog import reads_summary
 
 __all__ = ["DEMO_MODELS", "run_demo"]
 
@@ -71,11 +72,11 @@ def _structure_note(final: dict[str, Any]) -> str:
 
 def _describe(log_doc: dict[str, Any]) -> str:
     """How often the most frequent form of a structure log occurs and whether it is the
-    identity chain, with the share of identity chains among all its cells."""
+    identity chain, with what the log's cells read and their share of identity chains."""
     form = log_doc["forms"][0]
     kind = "the identity chain (a plain sum of leaves)" if form["identity_chain"] else "not the identity chain"
     return (f"{form['count']} of {log_doc['n_cells']} cells ({form['count'] / log_doc['n_cells']:.0%}), "
-            f"{kind}; identity chains in {log_doc['identity_chain_share']:.0%} of the cells")
+            f"{kind}\n    over all cells: {reads_summary(log_doc)}")
 
 
 def _show_cell(run_dir: Path, out: Path, log: Callable[[str], None]) -> None:

@@ -7,6 +7,10 @@ run of a group was also scored with the other search (``final.json`` of an RRNN 
 ``<split>_<metric>_hard`` and ``_soft``; for older runs ``cellgraph eval RUN --split val|test
 --mode soft`` writes ``eval_<split>_soft.json``), the row has the hard and soft numbers too.
 
+With ``reads``, each row also has the shares of the last structure log's cells whose ``h_t``
+reads ``x_t``, ``h_{t-1}``, both, and of identity chains (:data:`cellgraph.experiment.runlog.SHARES`),
+mean and deviation over the runs, where every run of the group logged structures.
+
 Runs are grouped by task and model, or (``by="name"``) by their folder name with a trailing
 seed suffix ``-s<N>`` removed, so that variants of one model are rows of their own."""
 
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.runlog import RunLog, require_field
+from cellgraph.experiment.runlog import SHARES, RunLog, require_field
 from cellgraph.experiment.runs import eval_name
 from cellgraph.files import read_json
 
@@ -66,13 +70,15 @@ def _finished(run_dirs: Iterable[str | Path],
 
 
 def summarize(run_dirs: Iterable[str | Path], by: str = "model",
-              skip: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+              skip: Callable[[str], None] | None = None, reads: bool = False) -> list[dict[str, Any]]:
     """One row per (task, model) or (task, run name): ``n`` seeds, ``val``/``test`` (mean,
     std) in the runs' evaluation mode, ``val_hard``/``val_soft``/... where every run has
     them, ``recovery`` (the share of test cells with the planted teacher's shape) where every
-    run has it, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch).
-    ``skip`` receives a note for each folder left out (:func:`_finished`); without it such
-    a folder is an error, and so is finding no finished run."""
+    run has it, ``seconds``, ``epochs`` and ``terms`` (the weighted loss terms of the last epoch);
+    with ``reads``, ``reads``: :data:`~cellgraph.experiment.runlog.SHARES` key -> (mean, std)
+    or None (module docstring). ``skip`` receives a note for each folder left out
+    (:func:`_finished`); without it such a folder is an error, and so is finding no finished
+    run."""
     if by not in GROUPINGS:
         raise CellGraphError(f"unknown grouping {by!r} (one of {', '.join(GROUPINGS)})")
     run_dirs = list(run_dirs)
@@ -95,10 +101,20 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
         row["terms"] = {k: statistics.fmean(r.get(f"loss_{k}") or 0.0 for r in last) for k in TERMS}
         recovery = [final.get("recovery", {}).get("structure_recovery") for _, final in runs]
         row["recovery"] = None if None in recovery else _mean_std([float(v) for v in recovery])
+        if reads:
+            row["reads"] = _read_shares([log for log, _ in runs])
         row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
         row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
     return rows
+
+
+def _read_shares(logs: list[RunLog]) -> dict[str, tuple[float, float | None] | None]:
+    """Per :data:`SHARES` key, its (mean, std) over the last structure logs of ``logs``; None
+    where a run has no structure log or the log does not know the share."""
+    last = [log.structure_log() if log.has_structures else {} for log in logs]
+    return {key: _mean_std([s[key] for s in last]) if all(key in s for s in last) else None
+            for key in SHARES}
 
 
 def _value(log: RunLog, final: dict[str, Any], key: str, default: float | None = None) -> float:
@@ -132,17 +148,26 @@ def format_value(pair: tuple[float, float | None] | None, metric: str) -> str:
     return " ± ".join(format(v, form) for v in numbers)
 
 
-def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = False) -> str:
+#: Column heading of each read share (``markdown(reads=True)``), in column order.
+READ_COLUMNS = {"reads_input_share": "h_t reads x_t", "reads_state_share": "reads h_{t-1}",
+                "reads_both_share": "reads both", "identity_chain_share": "identity chains"}
+
+
+def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = False,
+             reads: bool = False) -> str:
     """The rows as a Markdown table; with both searches where any row has them, with
-    ``recovery`` the planted structure recovery, and with ``terms`` the last epoch's weighted
-    loss terms (task / TD / margin / L2); a line under it where a row has one seed."""
+    ``recovery`` the planted structure recovery, with ``reads`` the shares of the last
+    structure log (rows made by ``summarize(reads=True)``), and with ``terms`` the last
+    epoch's weighted loss terms (task / TD / margin / L2); a line under it where a row has
+    one seed."""
     modes = any(r["val_soft"] or r["test_soft"] for r in rows)
     head = "| task | model | metric | seeds | val | test |"
     if modes:
         head += " val (hard) | test (hard) | val (soft) | test (soft) |"
-    head += (" recovery |" if recovery else "") + " epochs | train s/run |"
-    head += " loss terms, last epoch: task / TD / margin / L2 |" if terms else ""
-    lines = [head, "|---" * (8 + 4 * modes + recovery + terms) + "|"]
+    head += " recovery |" if recovery else ""
+    head += "".join(f" {h} |" for h in READ_COLUMNS.values()) if reads else ""
+    head += " epochs | train s/run |" + (" loss terms, last epoch: task / TD / margin / L2 |" if terms else "")
+    lines = [head, "|---" * (8 + 4 * modes + recovery + len(READ_COLUMNS) * reads + terms) + "|"]
     for r in rows:
         m = r["metric"]
         cells = [r["task"], r["model"], m, str(r["n"]), format_value(r["val"], m), format_value(r["test"], m)]
@@ -150,6 +175,8 @@ def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = F
             cells += [format_value(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
         if recovery:
             cells.append(format_value(r["recovery"], "share"))
+        if reads:
+            cells += [format_value(r["reads"][key], "share") for key in READ_COLUMNS]
         cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]
         if terms:
             cells.append(" / ".join(f"{r['terms'][k]:.3g}" for k in TERMS))

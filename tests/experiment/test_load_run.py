@@ -140,3 +140,24 @@ def test_eval_reports_progress_off_a_terminal(runs, monkeypatch, capsys):
     assert err[-1].startswith("test: done, 16 sequences in ")
     assert main(["eval", str(runs["rrnn"][0]), "--split", "val", "--mode", "soft"]) == 0
     assert capsys.readouterr().err.startswith("val, soft search: 4/16 sequences (25%)")
+
+
+def test_structure_logs_record_what_each_cell_reads(runs, capsys):
+    """The trainer's logs carry form_reads of every form's cell and the count-weighted shares;
+    cellgraph diff reads the last of them."""
+    from cellgraph.experiment.runlog import RunLog, SHARES, form_reads
+
+    path, _ = runs["rrnn"]
+    logs = RunLog.load(path).structures()
+    assert [log["epoch"] for log in logs] == [0, 1, 2]
+    for log in logs:
+        for form in log["forms"]:
+            doc = load_document(form["cell"])
+            assert {k: form[k] for k in form_reads(doc.cell, doc.layout)} == form_reads(doc.cell, doc.layout)
+            assert set(form["reads"]) == {"x", "h"}
+        for key, flags in SHARES.items():
+            counted = sum(f["count"] for f in log["forms"] if all(f[k] for k in flags))
+            assert log[key] == pytest.approx(counted / log["n_cells"])
+    assert main(["diff", str(path), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 2:" in out and "compared with gru" in out and "#2: " in out and "h_t reads" in out

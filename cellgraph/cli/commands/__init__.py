@@ -32,3 +32,11 @@ def add_backend_flag(parser: argparse.ArgumentParser, default: str | None, help:
 def add_device_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
     """Add ``--device DEVICE`` to a command's parser."""
     parser.add_argument("--device", type=device_flag, default=default, metavar="DEVICE", help=help)
+
+
+def add_structure_log_args(parser: argparse.ArgumentParser, top: int, what: str) -> None:
+    """Add ``RUN_DIR``, ``--top N`` (``what`` to list, ``top`` by default) and ``--epoch E``
+    (the structure log to read, the last by default) to a command's parser."""
+    parser.add_argument("run", metavar="RUN_DIR")
+    parser.add_argument("--top", type=int, default=top, help=f"how many {what} (default {top})")
+    parser.add_argument("--epoch", type=int, default=None, help="epoch to read (default: the last logged)")

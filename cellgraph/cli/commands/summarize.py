@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "-s<seed> suffix (variants of one model as rows of their own)")
     p.add_argument("--recovery", action="store_true",
                    help="add the planted structure recovery: the share of test cells with the teacher's shape")
+    p.add_argument("--reads", action="store_true",
+                   help="add the shares of the last structure log's cells whose h_t reads x_t, "
+                   "h_{t-1} and both, and of identity chains (runs that log structures)")
     p.add_argument("--terms", action="store_true",
                    help="add the last epoch's weighted loss terms (task / TD / margin / L2)")
     p.set_defaults(func=run)
@@ -36,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"cellgraph summarize: {line}", file=sys.stderr)
 
-    rows = summarize(args.runs, by=args.by, skip=note)
-    print(markdown(rows, terms=args.terms, recovery=args.recovery))
+    rows = summarize(args.runs, by=args.by, skip=note, reads=args.reads)
+    print(markdown(rows, terms=args.terms, recovery=args.recovery, reads=args.reads))
     if args.json:
         write_json(args.json, rows)
     return 0

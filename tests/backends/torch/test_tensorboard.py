@@ -30,6 +30,10 @@ def test_epoch_scalars_name_every_number_of_a_record():
     forms = {"n_cells": 10, "forms": [{"count": 6}, {"count": 3}, {"count": 1}]}
     assert form_scalars(forms, top=2) == {"cells/top1_share": 0.6, "cells/top2_share": 0.3,
                                           "cells/distinct_forms": 3.0}
+    shares = {"reads_input_share": 0.7, "reads_state_share": 0.9, "reads_both_share": 0.6,
+              "identity_chain_share": 0.2}
+    assert form_scalars({**forms, **shares}, top=1) == {
+        "cells/top1_share": 0.6, "cells/distinct_forms": 3.0, **{f"cells/{k}": v for k, v in shares.items()}}
 
 
 @needs_tensorboard
@@ -55,6 +59,7 @@ def test_event_files_hold_metrics_losses_n_e_and_form_shares(tmp_path):
     steps, shares = series("cells/top1_share")
     assert steps == [0, 1, 2]
     assert shares == pytest.approx([s["forms"][0]["count"] / s["n_cells"] for s in structures], rel=1e-6)
+    assert series("cells/reads_both_share") == ([0, 1, 2], pytest.approx([s["reads_both_share"] for s in structures]))
     assert series("final/test_accuracy") == ([final["best_epoch"]], [pytest.approx(final["test_accuracy"])])
     assert "cells/top_forms/text_summary" in events.Tags()["tensors"]
 
