@@ -241,12 +241,14 @@ def _both_searches(model: TaskModel, dataset: Dataset, split: str, config: Train
                    dist: Distributed = Distributed()) -> dict[str, float]:
     """``<split>_<metric>_hard`` and ``<split>_<metric>_soft`` of a searching model (Algorithm 2's
     argmax and the mixture; nothing for the others): ``chosen``, the ``eval_mode``'s value, is
-    not computed again."""
+    not computed again. A model trained straight-through ran its argmax cell in every forward
+    pass; the mixture is no model it trained, so it is not evaluated (unless ``eval_mode``)."""
     if not model.structured:
         return {}
+    modes = [m for m in MODES_EVALUATED if m == config.eval_mode or config.mode != "straight-through" or m == "hard"]
     return {f"{split}_{dataset.metric}_{mode}": chosen if mode == config.eval_mode
             else evaluate(model, dataset, split, config.replace(eval_mode=mode), dist)[dataset.metric]
-            for mode in MODES_EVALUATED}
+            for mode in modes}
 
 
 def _validation(model: TaskModel, dataset: Dataset, config: TrainConfig,
@@ -654,6 +656,8 @@ def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
     if metric not in ("bpc", "perplexity"):
         return None
     bits = (lambda v: v) if metric == "bpc" else (lambda v: math.log2(v) if v > 0 else math.inf)  # noqa: E731
+    if f"val_{metric}_soft" not in final:  # trained straight-through: no mixture to compare with
+        return None
     hard, soft = bits(final[f"val_{metric}_hard"]), bits(final[f"val_{metric}_soft"])
     uniform = math.log2(vocab_size)
     if math.isfinite(hard) and hard <= uniform and hard - soft <= 1.0:

@@ -29,7 +29,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
-    "TrainConfig", "PRESETS", "SEARCH_RANGES", "resolve_config", "load_run_config",
+    "TrainConfig", "PRESETS", "RECIPES", "SEARCH_RANGES", "resolve_config", "load_run_config",
     "parse_set", "key_table", "compact", "preset_conflicts", "valid_device", "AUTO_TD_MATCH", "resolved_td_match",
 ]
 
@@ -179,10 +179,9 @@ class TrainConfig:
                           "chosen)", one_of(EXCLUSIONS))
     tree: str = _key("gru", "rrnn-gru: the GRU tree whose tuples it chooses: gru (the paper's, reset "
                      "before the matrix) or gru_torch (torch.nn.GRU's, reset after)", one_of(GRU_TREES))
-    warm_start: str = _key("none", "rrnn, rrnn-gru: none, or teacher: start as the teacher gru run's model "
-                           "exactly (its embedding, output layer and GRU weights as tuples; the structural "
-                           "term builds its cell); without --teacher a gru run of teacher_epochs is trained "
-                           "first into RUN_DIR/teacher", one_of(WARM_STARTS))
+    warm_start: str = _key("none", "rrnn, rrnn-gru: none, or teacher: start as the teacher gru run's model, "
+                           "exactly; without --teacher a gru run of teacher_epochs is trained first into "
+                           "RUN_DIR/teacher", one_of(WARM_STARTS))
     warm_weight: float = _key(0.9, "warm_start=teacher: the share of each soft mixture the teacher's candidate "
                               "holds at the start (the argmax is the teacher's whatever it is)",
                               Rule("must lie strictly between 0 and 1", lambda value: 0 < value < 1))
@@ -321,6 +320,20 @@ PRESETS: dict[str, dict[str, Any]] = {
         alternate_every=1,
     ),
 }
+
+#: cellgraph's discovery recipe (docs/paper-notes.md, *Extension: the discovery recipe*), per
+#: model: trained straight-through (the argmax cell forward), the structural term, exclusion by
+#: slot, and a warm start from a gru run that the model computes exactly at step 0; structure
+#: logs compare with torch's GRU form, the teacher's. ``cellgraph train`` uses it for rrnn and
+#: rrnn-gru when no preset is given; the paper's settings are TrainConfig's defaults and the
+#: ``paper-*`` presets'.
+_RECIPE = {"mode": "straight-through", "structure_term": True, "warm_start": "teacher", "n_tuples": 4,
+           "tau_units": "score", "tau_end": 0.0, "candidate_norm": "none", "target": "gru_torch"}
+RECIPES: dict[str, dict[str, Any]] = {
+    "rrnn": _preset(model="rrnn", exclusion="slot", n_iterations=9, **_RECIPE),
+    "rrnn-gru": _preset(model="rrnn-gru", tree="gru_torch", placement="flexible", **_RECIPE),
+}
+PRESETS.update({f"recipe-{model}": recipe for model, recipe in RECIPES.items()})
 
 #: The paper's random-search ranges (Appendix tables "search range"), plus our table for full
 #: RRNN (marked below): key -> (low, high, scale). The RRNN-GRU table's lambda_2, lambda_3, lambda_4 rows are mapped by the same slots as
@@ -487,9 +500,12 @@ def resolve_config(
     overrides: Mapping[str, Any] | None = None,
     base: Mapping[str, Any] | None = None,
     require: tuple[str, ...] = (),
+    recipe: bool = False,
 ) -> TrainConfig:
     """Defaults <- ``base`` <- preset <- TOML file <- overrides, each validated; every key in
-    ``require`` must be set by one of these layers (its default does not count)."""
+    ``require`` must be set by one of these layers (its default does not count). ``recipe``:
+    without a preset, the discovery recipe of the model (:data:`RECIPES`) takes the preset's
+    place (``cellgraph train``'s default)."""
     layers: list[tuple[str, Mapping[str, Any]]] = [("arguments", base or {})]
     if preset:
         if preset not in PRESETS:
@@ -498,6 +514,10 @@ def resolve_config(
     if config_file:
         layers.append((str(config_file), load_toml(config_file)))
     layers.append(("--set", overrides or {}))
+    if recipe and not preset and any("model" in layer for _, layer in layers):
+        model = _build(layers).model  # the recipe of the model the layers name, under them all
+        if model in RECIPES:
+            layers.insert(1, (f"preset recipe-{model}", RECIPES[model]))
     config = _build(layers)
     missing = [key for key in require if not any(key in layer for _, layer in layers)]
     if missing:

@@ -132,7 +132,7 @@ def test_presets_put_the_appendix_lambdas_in_the_authors_slots():
 
 def test_every_rule_is_enforced_and_stated():
     """Each setting with a rule rejects a value that breaks it, with the rule in the message."""
-    bad = {"must be >= 0": -1, "must be >= 1": 0, "must be >= 2": 1, "must be > 0": 0.0,
+    bad = {"must be >= 0": -1, "must be >= 1": 0, "must be >= 2": 1, "must be > 0": 0.0, "must lie strictly between 0 and 1": 1.0,
            "must be a name of letters, digits, '_', '-' or '.'": "a b"}
     for item in fields(TrainConfig):
         rule = item.metadata["rule"]

@@ -1,4 +1,4 @@
-"""``cellgraph presets``: the named presets of the paper's settings and what each one sets."""
+"""``cellgraph presets``: the named presets (the paper's settings, cellgraph's discovery recipe) and what each one sets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "presets",
-        help="list the presets of the paper's settings (for cellgraph train --preset)",
+        help="list the presets: the paper's settings and the discovery recipe (for cellgraph train --preset)",
         description="Print every preset (the paper's Appendix hyper-parameters by task and model) with "
         "the settings it changes; every other setting keeps its default (cellgraph train --help lists "
         "them).",

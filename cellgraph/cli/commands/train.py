@@ -25,7 +25,9 @@ _DESCRIPTION = (
     "Train into the run folder --out: config.json, env.json, metrics.jsonl, structures/epoch_EEE.json "
     "(searched cells), checkpoints/{best,last}.pt, final.json. Settings are resolved as defaults <- "
     "--preset <- --config <- the flags below <- --set; the task and the model must be given by one of "
-    "them, and the resolved settings are printed before training starts. --resume RUN_DIR continues a "
+    "them, and the resolved settings are printed before training starts. Without --preset, rrnn and rrnn-gru "
+    "train with cellgraph's discovery recipe (preset recipe-rrnn, recipe-rrnn-gru; docs/paper-notes.md), "
+    "which first trains the gru run it starts from (RUN_DIR/teacher) unless --teacher names one. --resume RUN_DIR continues a "
     "run from its last good checkpoint with its own settings (--data may point to where this machine "
     "keeps the data; config.json records the folder the run started on); a run that has no checkpoint "
     "yet may be resumed with new inputs (--data, --glove, --teacher). Ctrl-C stops a run between two writes and "
@@ -118,14 +120,18 @@ def _new_config(args: argparse.Namespace) -> TrainConfig:
     """The settings of a new run: defaults <- preset <- file <- flags <- ``--set``; the task
     and the model must be given. A preset made for another task or model is warned about."""
     from cellgraph.errors import CellGraphError
-    from cellgraph.experiment.config import parse_set, preset_conflicts, resolve_config
+    from cellgraph.experiment.config import RECIPES, parse_set, preset_conflicts, resolve_config
 
     if not args.out:
         raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")
     overrides = {key: getattr(args, flag) for flag, key in (*_FLAG_KEYS.items(), ("device", "device"))
                  if getattr(args, flag)}
     overrides.update(parse_set(args.set))
-    config = resolve_config(args.preset, args.config, overrides, require=("task", "model"))
+    config = resolve_config(args.preset, args.config, overrides, require=("task", "model"), recipe=True)
+    if not args.preset and config.model in RECIPES:
+        print(f"cellgraph train: {config.model} trains with cellgraph's discovery recipe (preset recipe-{config.model}: "
+              f"straight-through, structural term, warm start from a gru run); --preset paper-... or --set "
+              f"mode=soft warm_start=none structure_term=false for the paper's")
     for warning in preset_conflicts(args.preset, config):
         print(f"cellgraph train: {warning}", file=sys.stderr)
     return config
