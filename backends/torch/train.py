@@ -851,10 +851,11 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         final["recovery"] = structure_recovery(model, dataset, config)
     log(f"best epoch {final['best_epoch']}: val {metric} {final[f'val_{metric}']:.4f}, "
         f"test {metric} {final[f'test_{metric}']:.4f} ({config.eval_mode} search)")
-    if model.structured:
-        other = "soft" if config.eval_mode == "hard" else "hard"
+    other = "soft" if config.eval_mode == "hard" else "hard"
+    if f"val_{metric}_{other}" in final:
         log(f"  {other} search: val {metric} {final[f'val_{metric}_{other}']:.4f}, "
             f"test {metric} {final[f'test_{metric}_{other}']:.4f}")
+    if model.structured:
         if warning := hard_search_warning(final, len(dataset.vocab)):
             log(warning)
     if (cpu := state.cpu_seconds()) is not None:  # rank 0's processes, evaluation included
