@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cellgraph.experiment.config import RECIPES, TrainConfig
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 
 #: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo) on a
@@ -71,6 +72,13 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
 SEEDS = (0, 1, 2)
 
 
+def _paper(model: str) -> dict[str, Any]:
+    """The paper's values (TrainConfig's defaults) of every key the discovery recipe sets, given
+    explicitly: ``cellgraph train`` without a preset would otherwise start from the recipe."""
+    default = TrainConfig()
+    return {key: getattr(default, key) for key in RECIPES[model] if key != "model"}
+
+
 def runs(task: str) -> list[tuple[str, list[str]]]:
     """``(run name, cellgraph train arguments)`` of every run."""
     out = []
@@ -78,7 +86,7 @@ def runs(task: str) -> list[tuple[str, list[str]]]:
         for model, arms in ARMS.items():
             for arm, settings in arms.items():
                 epochs = EPOCHS if settings.get("warm_start") == "teacher" else TEACHER_EPOCHS + EPOCHS
-                sets = {**BASE, **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
+                sets = {**BASE, **_paper(model), **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
         sets = {**BASE, **PLANTED_MODELS["gru"], "epochs": TEACHER_EPOCHS + EPOCHS, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))

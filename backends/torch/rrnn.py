@@ -594,7 +594,8 @@ class RRNNGRUCell(_TupleModule):
             tau = params.tau if self.tau_units == "score" else params.tau * scores.detach().std(
                 -1, unbiased=False, keepdim=True).clamp(min=SPREAD_FLOOR)
             weights = torch.softmax(scores / tau, -1)
-            soft = torch.matmul(weights.unsqueeze(-2), cands).squeeze(-2)
+            values = cands.detach() if self.mode == "straight-through" else cands  # estimator's relaxation
+            soft = torch.matmul(weights.unsqueeze(-2), values).squeeze(-2)
             if self.mode == "soft" and not traced:
                 return soft, None
         top = scores.detach().topk(2, -1).indices

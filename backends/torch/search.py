@@ -415,16 +415,18 @@ class _Block:
             if c:
                 seg.add_(c)
 
-    def mix(self, w: Tensor) -> Tensor:
-        """``(B, p)`` sum of the candidate vectors weighted by ``w (B, size)``."""
+    def mix(self, w: Tensor, detach: bool = False) -> Tensor:
+        """``(B, p)`` sum of the candidate vectors weighted by ``w (B, size)``; ``detach``: the
+        vectors as constants (the gradient reaches the weights only)."""
         B, p, X, n_nl = w.shape[0], self.Z.shape[-1], self.X, self.n_nl
+        Vn, Z = (self.Vn.detach() if n_nl else None, self.Z.detach()) if detach else (self.Vn, self.Z)
         out = 0
         if n_nl:
-            out = torch.bmm(w[:, None, :n_nl * X], self.Vn.view(B, n_nl * X, p))[:, 0]
+            out = torch.bmm(w[:, None, :n_nl * X], Vn.view(B, n_nl * X, p))[:, 0]
         if self.plan.affine:
             wa = w[:, n_nl * X:].view(B, -1, X)
             a, c = self.params.affine_a, self.params.affine_c
-            out = out + torch.bmm(torch.matmul(a, wa)[:, None], self.Z.view(B, X, p))[:, 0]
+            out = out + torch.bmm(torch.matmul(a, wa)[:, None], Z.view(B, X, p))[:, 0]
             out = out + (wa.sum(2) @ c)[:, None]
         return out
 
@@ -526,9 +528,10 @@ class _Candidates:
             out = out.index_put((sel,), vec)
         return out
 
-    def softmax_mix(self, tau: float | Tensor) -> Tensor:
+    def softmax_mix(self, tau: float | Tensor, detach_values: bool = False) -> Tensor:
         """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
-        ``tau`` a number or a ``(B,)`` per-sample temperature.
+        ``tau`` a number or a ``(B,)`` per-sample temperature; ``detach_values``: the candidate
+        vectors as constants (the straight-through estimator's relaxation of the choice).
 
         With partial sums (``tau`` then a number): block ``i`` keeps
         ``U_i = sum_c exp(l_c - m_i) v_c``, ``Z_i = sum_c exp(l_c - m_i)`` (``l = alpha / tau``,
@@ -542,7 +545,7 @@ class _Candidates:
             logits = (self.total / (tau[:, None] if torch.is_tensor(tau) else tau)).masked_fill(
                 self.excluded, -torch.inf)
             weights = torch.softmax(logits, 1)
-            return sum(block.mix(weights[:, start:start + block.size])
+            return sum(block.mix(weights[:, start:start + block.size], detach_values)
                        for block, start in zip(self.blocks, self.starts))
         for i, block in enumerate(self.blocks):
             if self._sums[i] is None:
@@ -550,7 +553,7 @@ class _Candidates:
                 logits = (block.scores / tau).masked_fill(self.excluded[:, start:start + block.size], -torch.inf)
                 m = logits.detach().amax(1)
                 e = torch.exp(logits - torch.where(torch.isfinite(m), m, 0.0)[:, None])
-                self._sums[i] = (block.mix(e), e.sum(1), m)
+                self._sums[i] = (block.mix(e, detach_values), e.sum(1), m)
         U, Z, m = (torch.stack(t, 1) for t in zip(*self._sums))
         omega = torch.exp(m - m.amax(1, keepdim=True))
         return (omega[:, :, None] * U).sum(1) / (omega * Z).sum(1)[:, None]
@@ -777,7 +780,8 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
                                               else cands.looked_up(rows, choice))
         node = hard
         if soft:
-            mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread())
+            mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread(),
+                                      detach_values=mode == "straight-through")
             node = mixed if mode == "soft" else straight_through(hard, mixed)
         nodes.append(node)
         with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
