@@ -20,7 +20,6 @@ from cellgraph.experiment.runlog import RunLog, structure_summary
 from cellgraph.experiment.runs import load_run
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
-from needs_data import needs_data
 
 TINY = dict(task="planted", hidden_size=8, n_iterations=3, scoring_hidden=8, max_train=32, max_eval=16,
             seq_len=5, epochs=2, batch_size=16, log_structures=4, num_threads=1)
@@ -282,11 +281,10 @@ def test_cli_train_and_its_errors(tmp_path, capsys):
     assert "cannot be written" in capsys.readouterr().err
 
 
-@needs_data
 @pytest.mark.parametrize("task,metric", [("wiki", "bpc"), ("ptb", "perplexity"), ("sst", "accuracy")])
-def test_real_data_slice(tmp_path, task, metric):
-    """The reported test metric is the definition applied to the best checkpoint's outputs,
-    recomputed here in float64: bpc = mean cross-entropy per character / ln 2, perplexity =
+def test_real_data_slice(tmp_path, task, metric, small_data):
+    """On the real formats (the small data folder), the reported test metric is the definition
+    applied to the best checkpoint's outputs, recomputed here in float64: bpc = mean cross-entropy per character / ln 2, perplexity =
     exp(mean cross-entropy per word), accuracy = share of argmax hits per sentence."""
     final = train(tiny(task=task, model="rrnn-gru", epochs=1, max_train=16, max_eval=16),
                   tmp_path, log=lambda s: None)
