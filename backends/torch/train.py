@@ -71,7 +71,7 @@ from cellgraph.experiment.runlog import METRICS, is_identity_chain, structure_su
 from cellgraph.experiment.runs import RunDir
 from cellgraph.export.jsonio import dump_cell
 from cellgraph.files import write_json
-from cellgraph.progress import progress
+from cellgraph.progress import Progress, progress
 from cellgraph.targets import Target, target
 
 __all__ = [
@@ -289,6 +289,12 @@ def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
             yield index, traces
 
 
+def _cells_progress(split: Split, config: TrainConfig, desc: str) -> Progress:
+    """Progress over the cells (a sequence's time steps) of the first ``log_structures``
+    sequences of ``split``, which a structure log reads: their forms can take minutes."""
+    return progress(min(config.log_structures, len(split)) * split.inputs.shape[1], desc, unit="cells")
+
+
 def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch: int) -> dict[str, Any]:
     """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.experiment.runlog`) of the first
     ``log_structures`` validation samples."""
@@ -297,6 +303,7 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
     target_form = shape_form(goal.cell, goal.layout)
     forms: dict[str, dict[str, Any]] = {}
     n_cells = 0
+    bar = _cells_progress(dataset.val, config, f"structures, epoch {epoch}")
     for index, traces in _discovered(model, dataset.val, config, config.log_structures):
         traces = [[trace.to("cpu") for trace in step] for step in traces]  # one copy, not one per cell
         for b, sample in enumerate(index.tolist()):
@@ -311,6 +318,8 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
                               "is_target": shape_form(cell, layout) == target_form,
                               "identity_chain": is_identity_chain(cell, layout),
                               "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
+            bar.update(len(traces))
+    bar.close()
     ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
     share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
     chains = sum(f["count"] for f in ranked if f["identity_chain"]) / max(n_cells, 1)
@@ -329,6 +338,7 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
     teacher_form = shape_form(teacher.cell, teacher.layout)
     layout = model.layout
     same, tds, n_cells = 0, [], 0
+    bar = _cells_progress(dataset.test, config, "structure recovery")
     for index, traces in _discovered(model, dataset.test, config, config.log_structures):
         tuples = model.layout_tuples()
         for t, step in enumerate(traces):
@@ -338,6 +348,8 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
             for b in range(len(index)):
                 same += shape_form(model.cell(traces, t, b), layout) == teacher_form
                 n_cells += 1
+            bar.update(len(index))
+    bar.close()
     return {"teacher": teacher.describe(), "n_cells": n_cells,
             "structure_recovery": same / max(n_cells, 1),
             "td_iso_teacher": float(torch.cat(tds).double().mean()) if tds else None}

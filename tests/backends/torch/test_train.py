@@ -13,6 +13,7 @@ from cellgraph.backends.torch.train import (
     _seed, build_model, epoch_order, evaluate_run, export_cell, load_data, shape_form, train,
 )
 from cellgraph.cell.graph import MultiCell
+from cellgraph import progress
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
@@ -302,6 +303,18 @@ def test_real_data_slice(tmp_path, task, metric, small_data):
             "accuracy": (logits.argmax(-1) == gold).mean()}[metric]
     assert final[f"test_{metric}"] == pytest.approx(want, rel=1e-5)
     assert final[f"test_{metric}"] == final[f"test_{metric}_hard"]
+
+
+def test_every_structure_log_shows_progress(tmp_path, capsys, monkeypatch):
+    """The structure logs (the untrained cells of epoch 0 too, which take minutes at the
+    defaults) and the planted task's structure recovery report progress on stderr like an
+    epoch does (every step is reported here: no step counts as short)."""
+    monkeypatch.setattr(progress, "QUIET_S", -1.0)
+    train(tiny(model="rrnn"), tmp_path, log=lambda s: None)
+    err = capsys.readouterr().err
+    cells = TINY["log_structures"] * TINY["seq_len"]
+    for step in ("structures, epoch 0", "structures, epoch 1", "structure recovery"):
+        assert f"{step}: " in err and f"{step}: done, {cells} cells in " in err, err
 
 
 def test_glove_initialises_the_embedding(tmp_path):
