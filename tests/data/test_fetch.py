@@ -240,7 +240,7 @@ def test_data_fetch_and_list_commands(serve, tmp_path, capsys, monkeypatch):
     (cache / "glove" / "glove.6B.100d.first2604.txt").write_text("the 1.0\n")
     assert main(["data", "list"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0].split(None, 2) == ["wiki", "missing", f"no wiki data in {cache} and {tmp_path.parent}/shared/data: "
+    assert rows[0].split(None, 2) == ["wiki", "missing", f"no wiki data in {cache}: "
                                       "run `cellgraph data fetch wiki`, or pass --data DIR or set $CELLGRAPH_DATA"]
     assert rows[1].split(None, 2)[:2] == ["ptb", "missing"]
     assert rows[2] == f"sst    ok         {cache} (cache)"
