@@ -215,6 +215,25 @@ def test_summarize_skips_unfinished_runs_and_shows_one_seed_plainly(tmp_path, ca
         f"cellgraph summarize: skipped {tmp_path / 'plots'}: not a run folder (no config.json)"]
 
 
+def test_summarize_skips_a_run_whose_final_json_is_corrupt(tmp_path, capsys):
+    """A final.json cut short (a full disk) or without the metric leaves that run out with a
+    note; the others are still summarized."""
+    for name in ("good", "cut", "empty"):
+        run = RunDir.create(tmp_path / name)
+        run.write_config({"task": "wiki", "model": "gru", "seed": 0})
+        run.write_final({"val_bpc": 2.0, "test_bpc": 2.25, "train_seconds": 12.0, "epochs_run": 3})
+    (tmp_path / "cut" / "final.json").write_text('{"val_bpc": 2.0, "te')
+    (tmp_path / "empty" / "final.json").write_text("{}")
+    assert main(["summarize", *(str(tmp_path / name) for name in ("good", "cut", "empty"))]) == 0
+    out, err = capsys.readouterr()
+    assert "| wiki | gru | bpc | 1 | 2.000 | 2.250 |" in out
+    notes = err.splitlines()
+    assert len(notes) == 2 and notes[0].startswith(f"cellgraph summarize: skipped {tmp_path / 'cut'}: ")
+    assert "not valid JSON" in notes[0] and "val_bpc" in notes[1]
+    assert main(["summarize", str(tmp_path / "cut")]) == 2  # nothing left: an error, in one line
+    assert capsys.readouterr().err.count("\n") == 2
+
+
 def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, capsys):
     """Variants of one model are rows of their own with --by name; final.json's hard and soft
     numbers fill both pairs of columns; --terms adds the last epoch's weighted terms."""
