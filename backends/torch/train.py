@@ -674,21 +674,33 @@ def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
             f"{WEIGHT_KEYS[key]}")
 
 
+#: A classifier's hard-search validation accuracy this far below the soft mixture's is warned about.
+ACCURACY_GAP = 0.1
+
+
 def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
-    """A warning when a language model's hard-search metric, in bits per token, is more than
-    1 bit above its soft-search one, not finite, or above the uniform baseline ``log2(V)``."""
+    """A warning when the hard search is far from the soft mixture on validation: a language
+    model's metric, in bits per token, more than 1 bit above the soft one, not finite, or above
+    the uniform baseline ``log2(V)``; a classifier's accuracy more than :data:`ACCURACY_GAP`
+    below the soft one."""
     metric = final["metric"]
     if metric not in ("bpc", "perplexity"):
-        return None
+        hard, soft = final[f"val_{metric}_hard"], final[f"val_{metric}_soft"]
+        return None if hard >= soft - ACCURACY_GAP else _hard_search_warning(final, "")
     bits = (lambda v: v) if metric == "bpc" else (lambda v: math.log2(v) if v > 0 else math.inf)  # noqa: E731
     hard, soft = bits(final[f"val_{metric}_hard"]), bits(final[f"val_{metric}_soft"])
     uniform = math.log2(vocab_size)
     if math.isfinite(hard) and hard <= uniform and hard - soft <= 1.0:
         return None
+    return _hard_search_warning(final, f" (uniform guessing: {uniform:.2f} bits per token)")
+
+
+def _hard_search_warning(final: dict[str, Any], baseline: str) -> str:
+    metric = final["metric"]
     return (f"warning: the hard search (Algorithm 2's argmax) gives val {metric} "
             f"{final[f'val_{metric}_hard']:.4g} against {final[f'val_{metric}_soft']:.4g} with the soft "
-            f"mixture (uniform guessing: {uniform:.2f} bits per token): the argmax cells do not compute what "
-            f"training optimised; see candidate_norm, tau_end and mode=straight-through")
+            f"mixture{baseline}: the argmax cells do not compute what training optimised; see "
+            f"candidate_norm, tau_end and mode=straight-through")
 
 
 def _summary(record: dict[str, Any], metric: str, config: TrainConfig, improved: bool) -> str:
