@@ -12,6 +12,7 @@ import torch
 from cellgraph.backends.torch.train import (
     _seed, build_model, epoch_order, evaluate_run, export_cell, load_data, shape_form, train,
 )
+from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.cell.graph import MultiCell
 from cellgraph import progress
 from cellgraph.cli import main
@@ -210,7 +211,7 @@ def test_eval_of_the_last_checkpoint_keeps_the_best_ones_file(runs):
     assert json.loads((path / "eval_val_soft_last.json").read_text())["checkpoint"] == "last"
 
 
-@pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "dot", "svg"])
+@pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "form", "dot", "svg"])
 def test_export_every_format(runs, tmp_path, fmt):
     path, _ = runs["rrnn"]
     out = tmp_path / f"cell.{fmt}"
@@ -224,6 +225,8 @@ def test_export_every_format(runs, tmp_path, fmt):
         assert "h_t" in text and "=" in text
     elif fmt == "latex":
         assert "\\" in text
+    elif fmt == "form":
+        assert text == f"h = {canonical_string(cell.output, layout)}\n"
     elif fmt == "dot":
         assert text.lstrip().startswith("digraph")
     else:
