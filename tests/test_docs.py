@@ -3,6 +3,7 @@ it or a page of ``docs/`` links to is in the repository."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ def _tracked() -> set[str]:
     return {name for name in out.decode().split("\0") if name}
 
 
-@pytest.mark.parametrize("page", ["README.md", *sorted(p.relative_to(ROOT).as_posix()
+@pytest.mark.parametrize("page", ["README.md", "BENCHMARKS.md", *sorted(p.relative_to(ROOT).as_posix()
                                                          for p in (ROOT / "docs").glob("*.md"))])
 def test_every_linked_file_is_in_the_repository(page):
     tracked = _tracked()
@@ -51,3 +52,44 @@ def test_every_linked_file_is_in_the_repository(page):
         if path not in tracked and path not in folders:
             missing.append(target)
     assert not missing, f"{page} links to files that are not in git ls-files: {missing}"
+
+
+#: BENCHMARKS.md's rows of today's figures -> where the bench's JSON has their value
+TODAY = {
+    "(1) optimized search, speed-up over literal Algorithm 2": "optimized search speed-up over literal Algorithm 2 (x)",
+    "(2) RRNN soft training step": "RRNN soft training step (s)",
+    "(2) RRNN-GRU step / GRUCell loop": "RRNN-GRU step / GRUCell loop (x)",
+    "(2) frozen gru step / GRUCell loop": "frozen gru step / GRUCell loop (x)",
+    "(2) peak memory of the RRNN soft step": "peak memory of the RRNN soft step (GiB)",
+    "(3) RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)":
+        "RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
+    "(4) growth exponent of the cost per cell in n_iterations": "growth exponent of the cost per cell in n_iterations",
+    "(5) Wiki-5k RRNN epoch, estimated from 3 of 313 batches": "Wiki-5k RRNN epoch (s)",
+    "(6) RRNN soft step, search compiled / eager (speed-up)": ("compile", "speedup"),
+    "(7) RRNN soft step, 2 one-thread processes / one 2-thread process (speed-up)": ("parallel", "speedup"),
+}
+
+
+def _number(text: str) -> float:
+    value = float(re.match(r"[\d.]+", text).group(0))
+    return value / 100 if text.endswith("%") else value
+
+
+def test_benchmarks_open_with_todays_figures_read_from_the_runs_json():
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    section = text.split("## Today's figures", 1)[1].split("\n## ", 1)[0]
+    result = json.loads((ROOT / re.search(r"`(results/bench-[^`]+\.json)`", section).group(1)).read_text())
+    targets = {t["target"]: t for t in result["targets"]}
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| (")]
+    assert [row[0] for row in rows] == list(TODAY)
+    for item, value, target, met, machine, commit in rows:
+        where = TODAY[item]
+        if isinstance(where, tuple):
+            want, limit, verdict = result[where[0]][where[1]], None, "-"
+        else:
+            t = targets[where]
+            want, limit, verdict = t["value"], t["limit"], "yes" if t["met"] else "no"
+            assert _number(target.split()[1]) == pytest.approx(limit), item
+        assert _number(value) == pytest.approx(want, rel=5e-3), item
+        assert met == verdict and commit.strip("`") in section.split("|", 1)[0], item
