@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, help="how many forms to list (default 10)")
     p.add_argument("--epoch", type=int, default=None, help="epoch to read (default: the last logged)")
     p.add_argument("--save", metavar="DIR", default=None,
-                   help="also write each listed form as DIR/form_K.json (cellgraph cell JSON)")
+                   help="also write each listed form as DIR/form_K.json (a cell document, docs/FORMAT.md)")
     p.set_defaults(func=run)
 
 
