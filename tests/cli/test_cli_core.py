@@ -42,7 +42,8 @@ def test_reading_cells_doc_shows_what_the_commands_print(capsys):
     explains every operation and activation a form or a drawing can show."""
     doc = (ROOT / "docs" / "reading-cells.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```\n(.*?)```", doc, re.S)
-    form, equations = run(capsys, "target", "gru", "--format", "form")[1], run(capsys, "target", "gru", "-f", "sympy")[1]
+    form = run(capsys, "target", "gru", "--format", "form")[1]
+    equations = run(capsys, "target", "gru", "--format", "sympy")[1]
     assert blocks[0] == form and form.startswith("h = identity[add_3](")
     assert blocks[1] == equations.split("# gru: the states")[0]
     for name in (*registry.op_names(), *registry.activation_names()):

@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "without vectors (cellgraph export writes a trained cell with them). sympy/latex: one "
         "equation per generated node, children first, then the expression of every state. form: "
         "one line per state in the notation in which cellgraph trees and the demo print discovered "
-        "cells (docs/reading-cells.md explains it). dot/svg/png: a drawing as in the paper's Figure 1. Text formats go to stdout unless -o is "
-        "given; drawings go to -o FILE, by default NAME.EXT.",
+        "cells (docs/reading-cells.md explains it). dot/svg/png: a drawing as in the paper's "
+        "Figure 1. Text formats go to stdout unless -o is given; drawings go to -o FILE, by default "
+        "NAME.EXT.",
         epilog="examples: cellgraph target gru --format sympy; cellgraph target gru --format form; "
         "cellgraph target lstm --format json --dag -o lstm.json; "
         "cellgraph target gru --format svg -o docs/gru.svg",

@@ -288,8 +288,9 @@ def test_cli_train_and_its_errors(tmp_path, capsys):
 @pytest.mark.parametrize("task,metric", [("wiki", "bpc"), ("ptb", "perplexity"), ("sst", "accuracy")])
 def test_real_data_slice(tmp_path, task, metric, small_data):
     """On the real formats (the small data folder), the reported test metric is the definition
-    applied to the best checkpoint's outputs, recomputed here in float64: bpc = mean cross-entropy per character / ln 2, perplexity =
-    exp(mean cross-entropy per word), accuracy = share of argmax hits per sentence."""
+    applied to the best checkpoint's outputs, recomputed here in float64: bpc = mean
+    cross-entropy per character / ln 2, perplexity = exp(mean cross-entropy per word),
+    accuracy = share of argmax hits per sentence."""
     final = train(tiny(task=task, model="rrnn-gru", epochs=1, max_train=16, max_eval=16),
                   tmp_path, log=lambda s: None)
     assert final["metric"] == metric
