@@ -23,7 +23,7 @@ from cellgraph.data.datasets import (
 from cellgraph.data.glove import load_glove
 from cellgraph.errors import CellGraphError, FormatError
 
-from needs_data import DATA, SMALL_SIZES, needs_data as real
+from needs_data import DATA, FIXTURES, SMALL_SIZES, needs_data as real
 
 
 # --- enwik8 cleaning -------------------------------------------------------------------
@@ -337,3 +337,20 @@ def test_the_small_data_folder_is_read_as_the_real_files_are(small_data, name):
         assert emb.found[data.vocab.index("the")] and emb.found[data.vocab.index(".")]
     else:
         data.check_disjoint()
+
+
+@real
+def test_the_small_data_folder_is_cut_from_the_full_one(tmp_path, monkeypatch):
+    """``tests/fixtures/cut_data.py`` run on the full data sets gives the small folder byte for
+    byte, as its SOURCE.md says."""
+    import importlib.util
+
+    path = FIXTURES / ".." / "cut_data.py"
+    spec = importlib.util.spec_from_file_location("cut_data", path)
+    cut = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cut)
+    monkeypatch.setattr(cut, "OUT", tmp_path)
+    cut.main(DATA)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    kept = sorted(p.relative_to(FIXTURES) for p in FIXTURES.rglob("*") if p.is_file() and p.name != "SOURCE.md")
+    assert made == kept and all((tmp_path / p).read_bytes() == (FIXTURES / p).read_bytes() for p in made)
