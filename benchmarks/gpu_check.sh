@@ -14,7 +14,8 @@
 # Each part's output goes to OUT/PART.log; OUT/summary.json gives each part's exit code and
 # seconds, and each epoch's time_s from its run's metrics.jsonl. The command fails if a part did.
 #
-# Environment: DEVICE (default cuda), CELLGRAPH_DATA (the data folder, default ../shared/data),
+# Environment: DEVICE (default cuda), CELLGRAPH_DATA (the data folder; by default where cellgraph finds
+# Wiki's data, ~/.cache/cellgraph after `cellgraph data fetch wiki`; the epochs part needs it),
 # QUICK=1 (toy sizes, for a check of this script on the CPU: DEVICE=cpu QUICK=1), and each
 # part's limit in seconds: LIMIT_TESTS (300), LIMIT_BENCH (540), LIMIT_TORCHRUN (120) and
 # LIMIT_EPOCH (for both epochs; by default 60 s for RRNN-GRU and 120 s for RRNN, six and two

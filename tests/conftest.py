@@ -1,4 +1,7 @@
-"""Fixtures shared by the test modules: a throw-away PostgreSQL server.
+"""Fixtures shared by the test modules: a throw-away PostgreSQL server, the small data folder.
+
+``small_data`` makes ``tests/fixtures/data`` the data folder (``$CELLGRAPH_DATA``) and has the
+loaders draw a few dozen sequences from it (``tests/needs_data.py``).
 
 ``postgres`` starts Debian's PostgreSQL (``/usr/lib/postgresql/*/bin``) once per session on a
 Unix socket in a temporary folder, with no TCP port and trust authentication; each
@@ -23,7 +26,20 @@ from typing import Iterator
 
 import pytest
 
+from cellgraph.data import datasets
+from needs_data import FIXTURES, SMALL_SIZES
+
 SUPERUSER = "cellgraph"
+
+
+@pytest.fixture
+def small_data(monkeypatch) -> Path:
+    """``tests/fixtures/data`` as the data folder, its loaders cut to :data:`SMALL_SIZES`."""
+    monkeypatch.setenv("CELLGRAPH_DATA", str(FIXTURES))
+    for name, sizes in SMALL_SIZES.items():
+        module, function, fixed = datasets._LOADERS[name]
+        monkeypatch.setitem(datasets._LOADERS, name, (module, function, {**fixed, **sizes}))
+    return FIXTURES
 
 
 def _bindir() -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 
 import pytest
 
@@ -81,3 +82,38 @@ def test_environment_switch(monkeypatch, capsys):
 @pytest.mark.parametrize("total", [0, 1])
 def test_tiny_totals(total):
     assert run_steps(total, 10.0) == []  # nothing to report half-way
+
+
+def test_a_slow_first_unit_is_not_silent():
+    """The heartbeat's look: a step whose first unit takes minutes says it is alive every
+    EVERY_S seconds, with no made-up rate; a step that has written a line recently, or has
+    ended, says nothing."""
+    clock, out = Clock(), io.StringIO()
+    bar = LineProgress(1280, "structures, epoch 0", out, "cells", clock=clock)
+    clock.now = 29.0
+    bar.beat()
+    assert out.getvalue() == ""
+    clock.now = 31.0
+    bar.beat()
+    bar.beat()  # not due again until another 30 s have passed
+    assert out.getvalue() == "structures, epoch 0: 0/1280 cells (0%), 0:31 so far\n"
+    clock.now = 62.0
+    bar.update(640)
+    bar.close()
+    clock.now = 200.0
+    bar.beat()
+    assert out.getvalue().splitlines()[1:] == ["structures, epoch 0: 640/1280 cells (50%), 10.3/s, ETA 1:02",
+                                               "structures, epoch 0: done, 640 cells in 1:02"]
+
+
+def test_the_heartbeat_writes_while_no_unit_ends(monkeypatch):
+    monkeypatch.setattr(progress, "BEAT_S", 0.01)
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)
+    out = io.StringIO()
+    bar = progress.progress(10, "val", stream=out)
+    deadline = time.monotonic() + 10
+    while "so far" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    bar.close()
+    assert out.getvalue().startswith("val: 0/10 steps (0%), 0:00 so far\n")

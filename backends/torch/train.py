@@ -72,7 +72,7 @@ from cellgraph.experiment.runlog import METRICS, form_reads, read_shares, struct
 from cellgraph.experiment.runs import RunDir
 from cellgraph.export.jsonio import dump_cell
 from cellgraph.files import write_json
-from cellgraph.progress import progress
+from cellgraph.progress import Progress, progress
 from cellgraph.targets import Target, target
 
 __all__ = [
@@ -277,6 +277,12 @@ def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
             yield index, traces
 
 
+def _cells_progress(split: Split, config: TrainConfig, desc: str) -> Progress:
+    """Progress over the cells (a sequence's time steps) of the first ``log_structures``
+    sequences of ``split``, which a structure log reads: their forms can take minutes."""
+    return progress(min(config.log_structures, len(split)) * split.inputs.shape[1], desc, unit="cells")
+
+
 def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch: int) -> dict[str, Any]:
     """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.experiment.runlog`) of the first
     ``log_structures`` validation samples."""
@@ -285,6 +291,7 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
     target_form = shape_form(goal.cell, goal.layout)
     forms: dict[str, dict[str, Any]] = {}
     n_cells = 0
+    bar = _cells_progress(dataset.val, config, f"structures, epoch {epoch}")
     for index, traces in _discovered(model, dataset.val, config, config.log_structures):
         traces = [[trace.to("cpu") for trace in step] for step in traces]  # one copy, not one per cell
         for b, sample in enumerate(index.tolist()):
@@ -299,6 +306,8 @@ def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch
                               "is_target": shape_form(cell, layout) == target_form,
                               **form_reads(cell, layout),
                               "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
+            bar.update(len(traces))
+    bar.close()
     ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
     share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
     return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share,
@@ -316,6 +325,7 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
     teacher_form = shape_form(teacher.cell, teacher.layout)
     layout = model.layout
     same, tds, n_cells = 0, [], 0
+    bar = _cells_progress(dataset.test, config, "structure recovery")
     for index, traces in _discovered(model, dataset.test, config, config.log_structures):
         tuples = model.layout_tuples()
         for t, step in enumerate(traces):
@@ -325,6 +335,8 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
             for b in range(len(index)):
                 same += shape_form(model.cell(traces, t, b), layout) == teacher_form
                 n_cells += 1
+            bar.update(len(index))
+    bar.close()
     return {"teacher": teacher.describe(), "n_cells": n_cells,
             "structure_recovery": same / max(n_cells, 1),
             "td_iso_teacher": float(torch.cat(tds).double().mean()) if tds else None}
@@ -649,12 +661,19 @@ def outweighed(record: dict[str, Any], factor: float = 10.0) -> str | None:
             f"{WEIGHT_KEYS[key]}")
 
 
+#: A classifier's hard-search validation accuracy this far below the soft mixture's is warned about.
+ACCURACY_GAP = 0.1
+
+
 def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
-    """A warning when a language model's hard-search metric, in bits per token, is more than
-    1 bit above its soft-search one, not finite, or above the uniform baseline ``log2(V)``."""
+    """A warning when the hard search is far from the soft mixture on validation: a language
+    model's metric, in bits per token, more than 1 bit above the soft one, not finite, or above
+    the uniform baseline ``log2(V)``; a classifier's accuracy more than :data:`ACCURACY_GAP`
+    below the soft one."""
     metric = final["metric"]
     if metric not in ("bpc", "perplexity"):
-        return None
+        hard, soft = final[f"val_{metric}_hard"], final[f"val_{metric}_soft"]
+        return None if hard >= soft - ACCURACY_GAP else _hard_search_warning(final, "")
     bits = (lambda v: v) if metric == "bpc" else (lambda v: math.log2(v) if v > 0 else math.inf)  # noqa: E731
     if f"val_{metric}_soft" not in final:  # trained straight-through: no mixture to compare with
         return None
@@ -662,10 +681,15 @@ def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
     uniform = math.log2(vocab_size)
     if math.isfinite(hard) and hard <= uniform and hard - soft <= 1.0:
         return None
+    return _hard_search_warning(final, f" (uniform guessing: {uniform:.2f} bits per token)")
+
+
+def _hard_search_warning(final: dict[str, Any], baseline: str) -> str:
+    metric = final["metric"]
     return (f"warning: the hard search (Algorithm 2's argmax) gives val {metric} "
             f"{final[f'val_{metric}_hard']:.4g} against {final[f'val_{metric}_soft']:.4g} with the soft "
-            f"mixture (uniform guessing: {uniform:.2f} bits per token): the argmax cells do not compute what "
-            f"training optimised; see candidate_norm, tau_end and mode=straight-through")
+            f"mixture{baseline}: the argmax cells do not compute what training optimised; see "
+            f"candidate_norm, tau_end and mode=straight-through")
 
 
 def _summary(record: dict[str, Any], metric: str, config: TrainConfig, improved: bool) -> str:

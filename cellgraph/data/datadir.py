@@ -45,9 +45,8 @@ __all__ = [
 DATA_ENV = "CELLGRAPH_DATA"
 
 #: The ``--data`` help of the commands that read data.
-DATA_DIR_HELP = ("data folder (default: $CELLGRAPH_DATA if set, else the first of ~/.cache/cellgraph, where "
-                 "`cellgraph data fetch` stores data sets, and ../shared/data relative to the working directory "
-                 "that holds the data set)")
+DATA_DIR_HELP = ("data folder (default: $CELLGRAPH_DATA if set, else ~/.cache/cellgraph, where "
+                 "`cellgraph data fetch` stores the data sets)")
 
 #: Data set (task or ``glove``) -> the ``cellgraph data fetch`` name of its files.
 FETCH_NAMES: dict[str, str] = {"wiki": "wiki", "wiki5k": "wiki", "ptb": "ptb", "sst": "sst", "glove": "glove"}
@@ -93,10 +92,9 @@ def locate(dataset: str | None = None, data_dir: str | os.PathLike | None = None
         for folder, what in candidates():
             if folder.is_dir() and (dataset is None or _holds(folder, dataset)):
                 return folder, what
-        looked = " and ".join(str(folder) for folder, _ in candidates())
         what = f"{dataset} data" if dataset else "data folder"
         fix = f"run `{fetch_command(dataset)}`" if dataset in FETCH_NAMES else "run `cellgraph data fetch NAME`"
-        raise CellGraphError(f"no {what} in {looked}: {fix}, or pass --data DIR or set ${DATA_ENV}")
+        raise CellGraphError(f"no {what} in {cache_dir()}: {fix}, or pass --data DIR or set ${DATA_ENV}")
     if not chosen.is_dir():
         fix = f"; `{fetch_command(dataset)}` downloads it" if dataset in FETCH_NAMES else ""
         raise CellGraphError(f"data folder {chosen} ({how}) does not exist{fix}")

@@ -20,7 +20,8 @@ exclusive lock. A ``.part`` left by an interrupted download is continued with an
 ``Range`` request (a server that ignores ``Range`` sends the whole file, which replaces the
 partial one). Only the first ``size`` bytes of the source are kept. Once ``size`` bytes are
 there the sha256 is checked: a match renames the ``.part`` to its destination (an atomic
-step), a mismatch deletes it and raises :class:`CellGraphError`. Only the standard library is
+step), a mismatch deletes it and raises :class:`CellGraphError`; a download that fails with
+nothing kept also removes the folders it created. Only the standard library is
 used (urllib); the progress goes to stderr, as a ``tqdm`` bar on a terminal and as plain
 lines otherwise.
 
@@ -193,6 +194,7 @@ def download(url: str, dest: str | os.PathLike, sha256: str, size: int, stream: 
     (module docstring: resumable, atomic, a mismatch deletes the download). Returns ``dest``."""
     dest = Path(dest)
     part = dest.with_name(dest.name + PART)
+    made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         out = open(part, "ab")
@@ -208,9 +210,21 @@ def download(url: str, dest: str | os.PathLike, sha256: str, size: int, stream: 
         except BaseException:
             if not os.fstat(out.fileno()).st_size:  # nothing arrived: leave no empty .part behind
                 part.unlink(missing_ok=True)
+            if not part.exists():
+                _remove_empty(made)
             raise
         os.replace(part, dest)
     return dest
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty: a failed download leaves no
+    empty folder that a data folder search could take for data."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _complete(url: str, out: IO[bytes], part: Path, sha256: str, size: int, stream: IO[str], label: str) -> None:

@@ -211,7 +211,8 @@ class TrainConfig:
                           "hard)", one_of(MODES))
     # data
     data_seed: int = _key(0, "seed of the data set's random draws (fixed while seed varies)", at_least(0))
-    data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ../shared/data)")
+    data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ~/.cache/cellgraph, where "
+                         "`cellgraph data fetch` stores the data sets)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
                       "random)")
     seq_len: int = _key(20, "tokens per sequence (every task but sst, which pads to its longest "
@@ -231,8 +232,8 @@ class TrainConfig:
     logger: str = _key("none", "tensorboard: also write the per-epoch metrics, loss terms, N_e and "
                        "discovered-cell shares to RUN_DIR/tensorboard/ (pip install 'cellgraph[tensorboard]')",
                        one_of(LOGGERS))
-    backend: str = _key("torch", "the backend plugin that trains and evaluates (cellgraph backends lists "
-                        "the installed ones; a third-party plugin adds its own)", NAME_RULE)
+    backend: str = _key("torch", "the backend plugin that trains and evaluates (an unknown name is an error "
+                        "that lists the installed ones; a third-party plugin adds its own)", NAME_RULE)
     device: str = _key("auto", "where the model trains and evaluates: auto (a CUDA GPU when there is one, "
                        "else the CPU), cpu, cuda or cuda:N", DEVICE_RULE)
     amp: str = _key("none", "bf16: the forward pass in bfloat16 autocast (rrnn-gru throughout, the output "

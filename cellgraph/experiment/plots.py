@@ -12,6 +12,7 @@ panel per metric (accuracy and perplexity never share an axis), train dashed, va
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -51,12 +52,19 @@ def _ignore(_: str) -> None:
 
 
 def run_labels(runs: Sequence[RunLog]) -> list[str]:
-    """``model (folder)`` per run, with as many parent folders as it takes to tell runs apart."""
+    """``model (folder)`` per run, with as many parent folders as it takes to tell runs apart;
+    the folder alone where its name already names the model (``rrnn``, ``p-rrnn-s0``)."""
     for depth in range(1, 1 + max((len(run.path.parts) for run in runs), default=1)):
-        labels = [f"{run.config.get('model')} ({Path(*run.path.parts[-depth:])})" for run in runs]
+        labels = [_run_label(run, depth) for run in runs]
         if len(set(labels)) == len(labels):
             return labels
     return [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def _run_label(run: RunLog, depth: int) -> str:
+    model, folder = str(run.config.get("model")), Path(*run.path.parts[-depth:])
+    named = re.search(rf"(^|[-_.]){re.escape(model)}($|[-_.])", run.path.name)
+    return str(folder) if named else f"{model} ({folder})"
 
 
 def _colour(i: int) -> str:
@@ -146,13 +154,13 @@ def _epoch_list(epochs: list[int]) -> str:
     return ", ".join(map(str, epochs))
 
 
-def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str], ...]:
-    """(search, metrics key, line style) of the validation series to draw for a variant: both
-    searches, the mixture ("soft", solid) and the argmax ("hard", dashed), where every seed
-    recorded both (searching models); else its one validation metric (search "")."""
+def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str], ...]:
+    """(search, metrics key) of the validation series to draw for a variant: both searches,
+    the mixture ("soft") and the argmax ("hard"), where every seed recorded both (searching
+    models); else its one validation metric (search "")."""
     if all(run.series(f"val_{metric}_soft")[0] and run.series(f"val_{metric}_hard")[0] for run in group):
-        return (("soft", f"val_{metric}_soft", "-"), ("hard", f"val_{metric}_hard", "--"))
-    return (("", f"val_{metric}", "-"),)
+        return (("soft", f"val_{metric}_soft"), ("hard", f"val_{metric}_hard"))
+    return (("", f"val_{metric}"),)
 
 
 #: panel title of each search where a metric's variants search; the argmax's metric can sit
@@ -160,28 +168,30 @@ def _searches(metric: str, group: Sequence[RunLog]) -> tuple[tuple[str, str, str
 _SEARCH_PANELS = {"soft": "the soft mixture", "hard": "the hard search (argmax)"}
 
 
-def _panels(bands: Iterable[tuple[str, str, int, str, str]]) -> list[tuple[str, str]]:
+def _panels(bands: Iterable[tuple[str, str, int, str]]) -> list[tuple[str, str]]:
     """(metric, search) of each panel, from the bands' keys ``(metric, variant, colour,
-    search, style)``: one per search for a metric whose variants search (variants without a
-    search are drawn in both, for scale), else one (search "")."""
+    search)``: one per search for a metric whose variants search (variants without a search
+    are drawn in both, for scale), else one (search "")."""
     metrics = list(dict.fromkeys(metric for metric, *_ in bands))
-    searching = {metric for metric, _, _, search, _ in bands if search}
+    searching = {metric for metric, _, _, search in bands if search}
     return [(m, s) for m in metrics for s in (_SEARCH_PANELS if m in searching else ("",))]
 
 
 def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
     """Validation metric per epoch of each variant (runs whose folder names differ only in
-    ``-s<seed>``): the mean over its seeds as a line, their range as a band; one panel per
-    metric, or, where a variant searches (:func:`_searches`), one per search: the mixture
-    (solid) and the argmax (dashed), each variant in its colour in both, and the variants
-    without a search (the GRU) in both. An epoch counts where every seed logged it and every
-    seed's value is finite; the legend and ``note`` name the epochs left out for an overflow."""
+    ``-s<seed>``): the mean over its seeds as a line, their range as a band (a variant of one
+    seed has a line only, and the title says so); one panel per metric, or, where a variant
+    searches (:func:`_searches`), one per search: the mixture and the argmax, each variant in
+    its colour in both, and the variants without a search (the GRU) in both. Every line is
+    solid (dashed lines mean training in :func:`learning_curves`). An epoch counts where every
+    seed logged it and every seed's value is finite; the legend and ``note`` name the epochs
+    left out for an overflow."""
     variants: dict[tuple[str, str], list[RunLog]] = {}
     for run in runs:
         variants.setdefault((run.metric, run.variant), []).append(run)
-    bands = {(m, name, i, search, style): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
-             for search, key, style in _searches(m, group)}
-    for (m, name, _, search, _), band in bands.items():
+    bands = {(m, name, i, search): _band(group, key) for i, ((m, name), group) in enumerate(variants.items())
+             for search, key in _searches(m, group)}
+    for (m, name, _, search), band in bands.items():
         if band[4]:
             what = f"{name}, {search} search" if search else name
             note(f"seed_bands: {what}: epoch {_epoch_list(band[4])} left out: a seed's val {m} is not finite")
@@ -194,22 +204,33 @@ def seed_bands(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> l
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.0), squeeze=False)
     for ax, (metric, panel) in zip(axes[0], panels):
         values: list[float] = []
-        for (m, name, i, search, style), (epochs, mean, low, high, unbounded) in bands.items():
+        seeds = set()
+        for (m, name, i, search), (epochs, mean, low, high, unbounded) in bands.items():
             if m != metric or search not in ("", panel):
                 continue
             n = len(variants[(m, name)])
+            seeds.add(n)
             suffix = f", {search} search" if search else ""
             gap = f"; not finite at epoch {_epoch_list(unbounded)}" if unbounded else ""
-            ax.plot(epochs, mean, style, color=_colour(i), marker="o", ms=3,
+            ax.plot(epochs, mean, "-", color=_colour(i), marker="o", ms=3,
                     label=f"{name}{suffix} ({n} seed{'s' * (n > 1)}{gap})")
-            ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
+            if n > 1:
+                ax.fill_between(epochs, low, high, color=_colour(i), alpha=0.2, lw=0)
             values += low + high
         _epoch_axis(ax)
         _scale(ax, values, f"val {metric}")
         which = f", {_SEARCH_PANELS[panel]}" if panel else ""
-        ax.set_title(f"Validation {metric}{which}\nmean over seeds, band = min to max", fontsize=10)
+        ax.set_title(f"Validation {metric}{which}\n{_band_key(seeds)}", fontsize=10)
         ax.legend(fontsize=7)
     return _save(fig, out_dir, "seed_bands")
+
+
+def _band_key(seeds: set[int]) -> str:
+    """What a seed_bands panel draws, given the numbers of seeds of its variants."""
+    if max(seeds) == 1:
+        return "one seed per variant: its values, no band"
+    band = "band = min to max over seeds"
+    return f"mean over seeds, {band}" if min(seeds) > 1 else f"mean over seeds, {band} (variants of 2 seeds or more)"
 
 
 def n_e_curve(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
@@ -237,6 +258,12 @@ def _mean(logs: list[dict], key: str) -> list[float]:
             for s in logs]
 
 
+#: (title, y label) of each tree_shapes panel
+_SHAPE_PANELS = (("mean tree depth", "depth (edges, root to deepest leaf)"),
+                 ("mean balance", "balance (min / max leaf depth)"),
+                 ("share of the target's form", "share of the logged cells"))
+
+
 def tree_shapes(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> list[Path]:
     """Mean depth, mean balance and the target form's share of discovered cells per epoch."""
     logged = [(i, run.structures()) for i, run in enumerate(runs)]
@@ -246,14 +273,18 @@ def tree_shapes(runs: Sequence[RunLog], out_dir: Path, note: Note = _ignore) -> 
         return []
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    depths = []
     for i, logs in logged:
         epochs = [s["epoch"] for s in logs]
         columns = (_mean(logs, "depth"), _mean(logs, "balance"), [s.get("target_share", 0.0) for s in logs])
+        depths += columns[0]
         for ax, ys in zip(axes, columns):
             ax.plot(epochs, ys, color=_colour(i), marker="o", ms=3)
-    for ax, title in zip(axes, ("mean tree depth", "mean balance (min/max leaf depth)", "share of target's form")):
+    for ax, (title, label) in zip(axes, _SHAPE_PANELS):
         ax.set_title(title, fontsize=9)
+        ax.set_ylabel(label)
         _epoch_axis(ax)
+    axes[0].set_ylim(0, max(depths) * 1.15 + 0.5)  # from 0: a change of 0.3 levels looks like one
     for ax in axes[1:]:  # fractions
         ax.set_ylim(-0.03, 1.03)
     _run_legend(axes[2], run_labels(runs), [i for i, _ in logged])

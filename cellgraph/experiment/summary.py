@@ -50,15 +50,24 @@ def _group(log: RunLog, by: str) -> tuple[str, str]:
 
 def _finished(run_dirs: Iterable[str | Path],
               skip: Callable[[str], None] | None) -> list[tuple[RunLog, dict[str, Any]]]:
-    """``(log, final.json)`` of every finished run. A path that is no run folder or a run
-    without final.json is an error, or with ``skip`` passed to it as a one-line note."""
+    """``(log, final.json)`` of every finished run. A path that is no run folder, a run
+    without final.json or one whose files cannot be read (a corrupt final.json) is an error,
+    or with ``skip`` passed to it as a one-line note."""
     found = []
     for path in run_dirs:
         if skip is not None and not (Path(path) / "config.json").is_file():
             skip(f"skipped {path}: not a run folder (no config.json)")
             continue
-        log = RunLog.load(path)
-        final = log.final()
+        try:
+            log = RunLog.load(path)
+            final = log.final()
+            for split in ("val", "test") if final is not None else ():  # raises where a metric is missing
+                _value(log, final, f"{split}_{log.metric}")
+        except CellGraphError as err:
+            if skip is None:
+                raise
+            skip(f"skipped {path}: {err}")
+            continue
         if final is None:
             message = f"{path} has no final.json: the run has not finished"
             if skip is None:

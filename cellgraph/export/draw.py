@@ -5,7 +5,8 @@ weight tuple) with the name of its vector in red (``c_k``, or the state ``h_t``)
 from a child to its parent carries its matrix in blue (``L_r``/``R_r``, or the layout's
 names such as ``W_r``, ``W_r'``; ``I`` for the identity tuple), and leaves are filled by
 role (data, previous state, state of this step, constant). A multi-state cell draws one
-cluster per run, with a dashed edge from the run that makes a state to its uses.
+cluster per run, with a dashed edge from the run that makes a state to its uses. A key under
+the drawing (:func:`key`) says what the colours and the triple's symbols mean.
 
 Two views: ``"dag"`` draws every distinct node once (Algorithm 2's graph, shared nodes
 have several parents); ``"tree"`` draws the unfolded tree of the paper, one box per
@@ -33,7 +34,7 @@ from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
 from cellgraph.files import atomic_write
 
-__all__ = ["ROLE_COLORS", "VIEWS", "FORMATS", "to_dot", "render"]
+__all__ = ["ROLE_COLORS", "VIEWS", "FORMATS", "key", "to_dot", "render"]
 
 #: Fill colour of a leaf by role.
 ROLE_COLORS: dict[Role, str] = {
@@ -50,6 +51,9 @@ FORMATS = ("dot", "gv", "svg", "png", "pdf")
 _ACT_LABELS = {"sigmoid": "σ", "one_minus": "1−", "identity": "id"}
 _VECTOR_COLOR = "#c0392b"
 _MATRIX_COLOR = "#1f4e9c"
+#: How each role's fill colour is named in the key.
+_ROLE_NAMES = {Role.DATA: "input", Role.PREV: "previous state", Role.CURRENT: "state of this step",
+               Role.CONST: "constant"}
 
 Drawable = Expr | CellGraph | MultiCell | Tree | Mapping[str, Tree]
 
@@ -146,6 +150,23 @@ class _Builder:
         return nid
 
 
+def _symbol(symbol: str, name: str) -> str:
+    """``σ sigmoid``, or ``tanh`` alone where the drawing shows the name itself."""
+    return name if symbol == name else f"{symbol} {name}"
+
+
+def key() -> str:
+    """The key under every drawing, as a Graphviz HTML label: the vector's colour, the
+    ``(op, activation, tuple)`` triple and its symbols, the matrices' colour, the leaves' fills."""
+    ops = ", ".join(_symbol(registry.op(name).symbol or name, name) for name in registry.op_names())
+    acts = ", ".join(_symbol(_ACT_LABELS.get(name, name), name) for name in registry.activation_names())
+    leaves = ", ".join(f'<font color="{ROLE_COLORS[role]}">■</font> {what}' for role, what in _ROLE_NAMES.items())
+    return (f'<<font point-size="10"><font color="{_VECTOR_COLOR}">c<sub>k</sub></font>: the vector a node '
+            f"makes; (op, activation, weight tuple): {html.escape(ops)}; {html.escape(acts)}<br/>"
+            f'<font color="{_MATRIX_COLOR}">blue</font>: the matrix on an edge (I: identity); '
+            f"leaves: {leaves}</font>>")
+
+
 def to_dot(obj: Drawable, view: str = "dag", layout: Layout | None = None,
            name: str = "cell") -> graphviz.Digraph:
     """A Graphviz drawing of a cell.
@@ -162,7 +183,8 @@ def to_dot(obj: Drawable, view: str = "dag", layout: Layout | None = None,
         raise CellGraphError(f"unknown view {view!r} (known: {', '.join(VIEWS)})")
     runs = _runs(obj)
     names = node_names(MultiCell(tuple(CellGraph(root, state) for state, root, _ in runs)))
-    dot = graphviz.Digraph(name, graph_attr={"rankdir": "BT", "fontname": "Helvetica"},
+    dot = graphviz.Digraph(name, graph_attr={"rankdir": "BT", "fontname": "Helvetica", "label": key(),
+                                             "labelloc": "b"},
                            node_attr={"fontname": "Helvetica"}, edge_attr={"fontname": "Helvetica"})
     builder = _Builder(names, layout)
     roots: dict[str, str] = {}
@@ -183,7 +205,7 @@ def _cluster(dot: graphviz.Digraph, i: int, state: str,
     if not clustered:
         return nullcontext(dot)
     return dot.subgraph(name=f"cluster_{i}", graph_attr={"label": f"<state {_sub(state, 't')}>",
-                                                          "style": "dashed"})
+                                                          "labelloc": "t", "style": "dashed"})
 
 
 def render(obj: Drawable, path: str | Path, view: str = "dag", layout: Layout | None = None) -> Path:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cellgraph.algorithms.distance import td, td_iso
+from cellgraph.cell import registry
 from cellgraph.cli import main
 from cellgraph.export import jsonio
+from cellgraph.export.draw import _ACT_LABELS as ACT_LABELS
 from cellgraph.targets import target
 
+ROOT = Path(__file__).resolve().parents[2]
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
 
 
@@ -30,6 +35,21 @@ def test_target_sympy_prints_node_equations_and_states(capsys):
     assert lines[4] == "c_4 = sigma(W_r*x_t + W_r'*h_{t-1} + b_r)"
     assert lines[8] == "h_t = c_2 + c_7"
     assert lines[10].startswith("h_t = ") and "tanh(W_h*x_t" in lines[10]
+
+
+def test_reading_cells_doc_shows_what_the_commands_print(capsys):
+    """docs/reading-cells.md's worked example is the output of the commands it names, and it
+    explains every operation and activation a form or a drawing can show."""
+    doc = (ROOT / "docs" / "reading-cells.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```\n(.*?)```", doc, re.S)
+    form = run(capsys, "target", "gru", "--format", "form")[1]
+    equations = run(capsys, "target", "gru", "--format", "sympy")[1]
+    assert blocks[0] == form and form.startswith("h = identity[add_3](")
+    assert blocks[1] == equations.split("# gru: the states")[0]
+    for name in (*registry.op_names(), *registry.activation_names()):
+        assert f"`{name}`" in doc, name
+    for symbol in (*(registry.op(n).symbol for n in registry.op_names()), *ACT_LABELS.values()):
+        assert f"`{symbol}`" in doc, symbol
 
 
 def test_target_json_tree_and_dag_round_trip(capsys):

@@ -1,9 +1,16 @@
-"""`cellgraph demo --quick`: every step runs and reports where its output went. The full demo
-(minutes) is in the slow suite (`pytest -m slow`)."""
+"""`cellgraph demo --quick`: every step runs and reports where its output went; README shows
+what its first step prints. The full demo (minutes) is in the slow suite (`pytest -m slow`)."""
+
+import re
+from pathlib import Path
 
 import pytest
 
 from cellgraph.cli import main
+from cellgraph.cli.demo import run_demo
+from cellgraph.proofs.suite import statement
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def assert_every_step_ran(out: str, folder) -> None:
@@ -33,3 +40,23 @@ def test_full_demo_runs_every_step(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CELLGRAPH_NO_PROGRESS", "1")
     assert main(["demo", "-o", str(tmp_path)]) == 0
     assert_every_step_ran(capsys.readouterr().out, tmp_path)
+
+
+def test_readme_shows_what_the_demos_first_step_prints(tmp_path):
+    """README's excerpt of the demo is what ``cellgraph demo`` (seed 0) prints up to step 2;
+    the training steps, whose numbers change with the recipe, are described, not copied."""
+    class Stop(Exception):
+        pass
+
+    printed = []
+
+    def log(line: str) -> None:
+        if line.lstrip().startswith("[2/5]"):
+            raise Stop
+        printed.append(line)
+
+    with pytest.raises(Stop):
+        run_demo((statement("gru"), statement("lstm")), tmp_path, log=log)
+    section = README.read_text(encoding="utf-8").split("## What the demo prints", 1)[1]
+    excerpt = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    assert excerpt == "\n".join(printed).lstrip("\n") + "\n"

@@ -16,10 +16,8 @@ import pytest
 import cellgraph
 from cellgraph.backends.torch.checkpoint import load_checkpoint
 from cellgraph.cli import main
-from cellgraph.data.datasets import resolve_data_dir
 from cellgraph.experiment.config import PRESETS, TrainConfig
 from cellgraph.experiment.runs import RunDir
-from needs_data import needs_data
 
 TINY = {"hidden_size": 8, "n_iterations": 3, "scoring_hidden": 8, "max_train": 32, "max_eval": 16,
         "seq_len": 5, "epochs": 1, "batch_size": 16, "log_structures": 4, "num_threads": 1}
@@ -219,18 +217,16 @@ def test_render_into_a_missing_folder_names_the_folder(capsys, tmp_path):
 # --- a bad --data ---------------------------------------------------------------------------
 
 
-@needs_data
-def test_bad_data_writes_nothing_and_the_same_out_then_works(capsys, tmp_path):
+def test_bad_data_writes_nothing_and_the_same_out_then_works(capsys, tmp_path, small_data):
     run = tmp_path / "run"
     base = ["train", "--task", "sst", "--model", "gru", *sets(), "--out", str(run)]
     code, _, err = cli(capsys, *base, "--data", str(tmp_path / "typo"))
     assert code == 2 and "typo" in err and "does not exist" in err
     assert not run.exists()
-    assert cli(capsys, *base, "--data", str(resolve_data_dir()))[0] == 0
+    assert cli(capsys, *base, "--data", str(small_data))[0] == 0
 
 
-@needs_data
-def test_run_without_checkpoint_can_start_over_with_new_data(capsys, tmp_path):
+def test_run_without_checkpoint_can_start_over_with_new_data(capsys, tmp_path, small_data):
     """A folder that holds a run's settings with a bad data folder and no checkpoint (an older
     version, or a run stopped in its first epoch) blocks nothing."""
     run = tmp_path / "run"
@@ -241,7 +237,7 @@ def test_run_without_checkpoint_can_start_over_with_new_data(capsys, tmp_path):
     assert f"cellgraph train --resume {run}" in err
     code, _, err = cli(capsys, "train", "--resume", str(run))
     assert code == 2 and "typo" in err and f"cellgraph train --resume {run} --data DIR" in err
-    good = str(resolve_data_dir())
+    good = str(small_data)
     assert cli(capsys, "train", "--resume", str(run), "--data", good)[0] == 0
     assert json.loads((run / "config.json").read_text())["data_dir"] == good
     assert (run / "final.json").exists()

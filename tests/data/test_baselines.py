@@ -11,7 +11,6 @@ from cellgraph.cli import main
 from cellgraph.data.baselines import ALPHAS, baselines, majority_accuracy, ngram_nats
 from cellgraph.data.datasets import Split, load_dataset
 from cellgraph.errors import CellGraphError
-from needs_data import needs_data
 
 
 def _split(inputs: list[list[int]], targets: list[list[int]]) -> Split:
@@ -67,8 +66,7 @@ def test_the_command_prints_a_row_per_baseline(capsys):
     assert f"| planted | majority class | accuracy | {row['val']:.3f} | {row['test']:.3f} | — |" in capsys.readouterr().out
 
 
-@needs_data
-def test_the_smoothing_is_the_best_on_validation_and_test_is_scored_with_it():
+def test_the_smoothing_is_the_best_on_validation_and_test_is_scored_with_it(small_data):
     data = load_dataset("wiki5k")
     rows = {row["baseline"]: row for row in baselines(data)}
     for order, name in ((0, "unigram"), (1, "bigram")):

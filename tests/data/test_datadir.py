@@ -17,8 +17,7 @@ from cellgraph.data.glove import find_glove
 from cellgraph.data.text import find_enwik8
 from cellgraph.errors import CellGraphError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-real = pytest.mark.skipif(not DATA.is_dir(), reason=f"real data folder {DATA} is absent")
+from needs_data import DATA, needs_data as real
 
 
 def _sst(folder: Path) -> Path:
@@ -61,8 +60,8 @@ def test_fallback_is_never_next_to_the_installed_package(machine):
     (here: this checkout, beside ../shared/data in development) is installed."""
     with pytest.raises(CellGraphError, match="no data folder in .*: run `cellgraph data fetch NAME`"):
         resolve_data_dir()
-    with pytest.raises(CellGraphError, match=f"no sst data in {machine}/home/.cache/cellgraph and "
-                                             f"{machine}/work/shared/data: run `cellgraph data fetch sst`"):
+    with pytest.raises(CellGraphError, match=f"no sst data in {machine}/home/.cache/cellgraph: "
+                                             "run `cellgraph data fetch sst`"):
         load_dataset("sst")
 
 
@@ -93,15 +92,16 @@ def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys
     from cellgraph.backends.torch.train import train
     from cellgraph.experiment.config import TrainConfig
 
-    sums = {os.path.realpath(DATA / path): digest for digest, path in
-            (line.split() for line in (DATA / "SHA256SUMS").read_text().splitlines())}
+    from cellgraph.data.fetch import SOURCES
+
+    sums = {os.path.realpath(DATA / file.path): file.sha256 for files in SOURCES.values() for file in files}
     monkeypatch.chdir(DATA.parent)
-    config = TrainConfig(task="sst", model="gru", data_dir="data", glove="data/glove", hidden_size=100, epochs=1,
-                         max_train=8, max_eval=8, num_threads=1)
+    config = TrainConfig(task="sst", model="gru", data_dir=DATA.name, glove=f"{DATA.name}/glove", hidden_size=100,
+                         epochs=1, max_train=8, max_eval=8, num_threads=1)
     train(config, tmp_path / "run", log=lambda s: None)
     recorded = json.loads((tmp_path / "run" / "config.json").read_text())
     assert recorded["data_dir"] == os.path.realpath(DATA)  # given relative: recorded resolved (a linked folder too)
-    assert recorded["glove"] == "data/glove"
+    assert recorded["glove"] == f"{DATA.name}/glove"
     env = json.loads((tmp_path / "run" / "env.json").read_text())
     read = [*(f"sst/{name}" for name in ("dev.txt", "test.txt", "train.txt")), "glove/glove.6B.100d.first2604.txt"]
     assert env["data_sha256"] == {os.path.realpath(DATA / path): sums[os.path.realpath(DATA / path)] for path in read}
@@ -111,7 +111,7 @@ def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys
     (tmp_path / "run" / "config.json").write_text(json.dumps(recorded))
     assert main(["train", "--resume", str(tmp_path / "run")]) == 2
     assert f"data folder {tmp_path}/moved (given) does not exist" in capsys.readouterr().err
-    assert main(["train", "--resume", str(tmp_path / "run"), "--data", "data"]) == 0
+    assert main(["train", "--resume", str(tmp_path / "run"), "--data", DATA.name]) == 0
 
 
 def test_generated_task_records_no_data(tmp_path):

@@ -1,7 +1,8 @@
 """Data sets: enwik8 cleaning, PTB, SST trees, GloVe, splits without overlap, the registry.
 
-Tests on the real files use ``../shared/data`` next to the repository and skip without it;
-the loaders cache each file, so every file is read once per session.
+Tests on the real files use the paper's data sets where the loaders find them and skip
+without them (``tests/needs_data.py``); the loaders cache each file, so every file is read
+once per session. The same loaders also run on the small data folder ``tests/fixtures/data``.
 """
 
 import dataclasses
@@ -22,8 +23,7 @@ from cellgraph.data.datasets import (
 from cellgraph.data.glove import load_glove
 from cellgraph.errors import CellGraphError, FormatError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-real = pytest.mark.skipif(not DATA.is_dir(), reason=f"real data folder {DATA} is absent")
+from needs_data import DATA, FIXTURES, SMALL_SIZES, needs_data as real
 
 
 # --- enwik8 cleaning -------------------------------------------------------------------
@@ -317,3 +317,40 @@ def test_glove_lookup_and_errors(tmp_path):
 def test_an_unknown_corpus_is_named_with_the_known_ones(tmp_path):
     with pytest.raises(CellGraphError, match="unknown corpus 'enwik9' \\(known: wiki, ptb\\)"):
         load_lm(tmp_path, corpus="enwik9")
+
+
+# --- the small data folder ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["wiki", "wiki5k", "ptb", "sst"])
+def test_the_small_data_folder_is_read_as_the_real_files_are(small_data, name):
+    """``tests/fixtures/data`` holds the real formats: the loaders find and read it as they read
+    the full data, drawing the sizes the tests ask for."""
+    data = load_dataset(name)
+    sizes = SMALL_SIZES[name]
+    want = [sizes.get("n_train", 40), sizes["n_val"], sizes["n_test"]]
+    assert [len(split) for split in data.splits.values()] == want
+    assert data.info["source"].startswith(str(small_data))
+    if name == "sst":
+        assert np.bincount(data.train.targets).tolist() == [16, 8, 16]  # 8 trees per root label 0-4
+        emb = load_glove(small_data, data.vocab, padding_idx=0)
+        assert emb.found[data.vocab.index("the")] and emb.found[data.vocab.index(".")]
+    else:
+        data.check_disjoint()
+
+
+@real
+def test_the_small_data_folder_is_cut_from_the_full_one(tmp_path, monkeypatch):
+    """``tests/fixtures/cut_data.py`` run on the full data sets gives the small folder byte for
+    byte, as its SOURCE.md says."""
+    import importlib.util
+
+    path = FIXTURES / ".." / "cut_data.py"
+    spec = importlib.util.spec_from_file_location("cut_data", path)
+    cut = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cut)
+    monkeypatch.setattr(cut, "OUT", tmp_path)
+    cut.main(DATA)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    kept = sorted(p.relative_to(FIXTURES) for p in FIXTURES.rglob("*") if p.is_file() and p.name != "SOURCE.md")
+    assert made == kept and all((tmp_path / p).read_bytes() == (FIXTURES / p).read_bytes() for p in made)

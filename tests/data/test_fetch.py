@@ -1,8 +1,8 @@
 """``cellgraph data fetch`` / ``data list`` against a local HTTP server (never the internet).
 
 The download logic runs on small generated files through a test-only source table; the
-pinned table and the CLI use the real files of ``../shared/data`` next to the repository and
-skip without it.
+pinned table and the CLI use the paper's data sets where the loaders find them and skip
+without them (``tests/needs_data.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from cellgraph.cli import main
+from cellgraph.data.datadir import locate, sha256_file
 from cellgraph.data.fetch import PART, SOURCES, DataFile, fetch_files, file_url
 from cellgraph.errors import CellGraphError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-real = pytest.mark.skipif(not DATA.is_dir(), reason=f"real data folder {DATA} is absent")
+from needs_data import DATA, full_data, needs_data as real
 
 PAYLOAD = bytes(range(256)) * 800  # 204,800 bytes
 
@@ -162,7 +162,7 @@ def test_a_corrupted_download_is_refused_and_deleted(serve, toy, tmp_path):
     with pytest.raises(CellGraphError, match=f"sha256 [0-9a-f]{{64}} is not the pinned {file.sha256}; "
                                              "the download was deleted"):
         fetch_files([file], tmp_path / "cache", base, io.StringIO())
-    assert list(dest.parent.iterdir()) == []
+    assert not (tmp_path / "cache").exists()  # nor the folders the download made
 
 
 def test_bad_sources_are_one_line_errors(serve, toy, tmp_path):
@@ -171,11 +171,33 @@ def test_bad_sources_are_one_line_errors(serve, toy, tmp_path):
     missing = DataFile("toy/absent.bin", "unused", file.sha256, file.size)
     with pytest.raises(CellGraphError, match=r"cannot download http://127.0.0.1:\d+/toy/absent.bin: HTTP 404"):
         fetch_files([missing], tmp_path / "cache", base, io.StringIO())
-    assert list((tmp_path / "cache" / "toy").iterdir()) == []  # no empty .part left behind
+    assert not (tmp_path / "cache").exists()  # no empty .part left behind, nor the folders made for it
     dest = tmp_path / "cache" / "toy" / "payload.bin"
+    dest.parent.mkdir(parents=True)
     dest.write_bytes(b"mine")
     with pytest.raises(CellGraphError, match="payload.bin exists with sha256 .* delete it and fetch again"):
         fetch_files([file], tmp_path / "cache", base, io.StringIO())
+
+
+def test_a_failed_fetch_leaves_no_folder_that_counts_as_data(tmp_path, capsys, monkeypatch):
+    """Offline, ``cellgraph data fetch`` fails in one line and leaves nothing in the cache: no
+    empty ``~/.cache/cellgraph/enwik8/`` that a search for data would take for a data folder.
+    A cache folder that was there before stays."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CELLGRAPH_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    offline = "http://127.0.0.1:9"  # the discard port: nothing listens there
+    assert main(["data", "fetch", "wiki", "ptb", "--url", offline]) == 2
+    assert "cannot download http://127.0.0.1:9/enwik8/" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "home" / ".cache" / "cellgraph"
+    kept.mkdir(parents=True)
+    assert main(["data", "fetch", "sst", "--url", offline]) == 2
+    assert list(kept.iterdir()) == []
+    with pytest.raises(CellGraphError, match="no wiki data"):
+        locate("wiki")
+    (kept / "enwik8").mkdir()  # what an older version left: not data to the tests either
+    assert full_data() is None
 
 
 def test_progress_bar_on_a_terminal(serve, toy, tmp_path):
@@ -195,11 +217,10 @@ def test_progress_bar_on_a_terminal(serve, toy, tmp_path):
 
 
 @real
-def test_pinned_sources_are_the_development_files():
-    sums = dict(line.split()[::-1] for line in (DATA / "SHA256SUMS").read_text().splitlines())
+def test_pinned_sources_are_the_files_the_loaders_read():
     pinned = [file for files in SOURCES.values() for file in files]
-    assert {f"./{file.path}": file.sha256 for file in pinned} == sums
     for file in pinned:
+        assert sha256_file(DATA / file.path) == file.sha256
         assert (DATA / file.path).stat().st_size == file.size
         assert re.fullmatch(r"https://raw\.githubusercontent\.com/[^/]+/[^/]+/[0-9a-f]{40}/.+", file.url)
 
@@ -219,7 +240,7 @@ def test_data_fetch_and_list_commands(serve, tmp_path, capsys, monkeypatch):
     (cache / "glove" / "glove.6B.100d.first2604.txt").write_text("the 1.0\n")
     assert main(["data", "list"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0].split(None, 2) == ["wiki", "missing", f"no wiki data in {cache} and {tmp_path.parent}/shared/data: "
+    assert rows[0].split(None, 2) == ["wiki", "missing", f"no wiki data in {cache}: "
                                       "run `cellgraph data fetch wiki`, or pass --data DIR or set $CELLGRAPH_DATA"]
     assert rows[1].split(None, 2)[:2] == ["ptb", "missing"]
     assert rows[2] == f"sst    ok         {cache} (cache)"
@@ -241,7 +262,7 @@ def test_data_fetch_refuses_a_corrupted_data_set(serve, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("cellgraph data: error: ") and "enwik8-prefix-4154064: sha256" in err
     assert err.count("\n") == 1
-    assert list((tmp_path / "enwik8").iterdir()) == []
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_data_commands_reject_unknown_names(capsys):

@@ -1,4 +1,4 @@
-"""A trained run from Python (cellgraph.load_run, README's snippet), exported cells with their
+"""A trained run from Python (cellgraph.load_run, docs/training.md's snippet), exported cells with their
 vectors (cellgraph export -> cellgraph distance) and the progress of cellgraph eval."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cellgraph.export.jsonio import load_document, load_tree
 
 TINY = dict(task="planted", hidden_size=8, n_iterations=3, scoring_hidden=8, max_train=32, max_eval=16,
             seq_len=5, epochs=2, batch_size=16, log_structures=4, num_threads=1, eval_batch_size=4)
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "training.md"
 
 
 @pytest.fixture(scope="module")
@@ -78,16 +78,16 @@ def test_a_bad_run_folder_fails_before_torch_is_imported(tmp_path):
     assert done.returncode == 0 and "not a run folder" in done.stdout, done.stderr
 
 
-def test_readme_snippet_runs(runs, tmp_path, monkeypatch):
-    """README's 'Python: load a trained run' block, on a tiny run at the path it names."""
-    text = README.read_text()
+def test_the_guides_snippet_runs(runs, tmp_path, monkeypatch):
+    """docs/training.md's 'Python: load a trained run' block, on a tiny run at the path it names."""
+    text = GUIDE.read_text(encoding="utf-8")
     section = text[text.index("## Python: load a trained run"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     folder = re.search(r'load_run\("([^"]+)"\)', code).group(1)
     monkeypatch.chdir(tmp_path)
     (tmp_path / folder).parent.mkdir(parents=True)
     (tmp_path / folder).symlink_to(runs["rrnn"][0])
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/training.md", "exec"), {})
     written = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
     assert written and all(load_tree(p).vector is not None for p in written)
 

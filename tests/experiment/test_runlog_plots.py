@@ -109,14 +109,45 @@ def test_seed_bands_mean_line_and_min_max_band_per_variant(tmp_path, monkeypatch
     gru, rrnn = ax.get_lines()
     assert list(gru.get_xdata()) == [1, 2] and list(gru.get_ydata()) == [4.0, 3.0]  # epoch 3: one seed only
     assert list(rrnn.get_ydata()) == [4.5, 3.5] and gru.get_color() != rrnn.get_color()
-    band = ax.collections[0].get_paths()[0].vertices
-    assert band[:, 1].min() == 2.0 and band[:, 1].max() == 5.0
+    (band,) = ax.collections  # the one-seed variant has a line, no band
+    assert band.get_paths()[0].vertices[:, 1].min() == 2.0 and band.get_paths()[0].vertices[:, 1].max() == 5.0
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["best-gru (2 seeds)", "best-rrnn-gru (1 seed)"]
+    assert ax.get_title().endswith("band = min to max over seeds (variants of 2 seeds or more)")
+
+
+def test_seed_bands_of_single_seeds_promise_no_band(tmp_path, monkeypatch):
+    from cellgraph.experiment.plots import seed_bands
+
+    _metric_run(tmp_path / "gru", "wiki", "gru", [3.0, 2.0], [3.0, 2.0])
+    _metric_run(tmp_path / "rrnn", "wiki", "rrnn", [4.0, 3.0], [4.5, 3.5])
+    figures = _figures(monkeypatch)
+    assert seed_bands([RunLog.load(tmp_path / p) for p in ("gru", "rrnn")], tmp_path)
+    (ax,) = figures["seed_bands"].axes
+    assert not ax.collections and "band" not in ax.get_title().replace("no band", "")
+    assert ax.get_title() == "Validation bpc\none seed per variant: its values, no band"
+
+
+def test_legends_name_a_run_once_and_tree_shapes_label_and_scale_their_axes(tmp_path, monkeypatch):
+    """A folder named after its model is its label alone (not 'rrnn (rrnn)'); tree_shapes
+    labels every y axis, and its depth axis starts at 0, so that 0.3 of a level is not drawn
+    as the panel's full height."""
+    from cellgraph.experiment.plots import run_labels, tree_shapes
+
+    for name, model in (("rrnn", "rrnn-gru"), ("p-rrnn-gru-s0", "rrnn-gru"), ("mine", "rrnn-gru")):
+        _fake_run(tmp_path / name, model=model)
+    logs = [RunLog.load(tmp_path / name) for name in ("rrnn", "p-rrnn-gru-s0", "mine")]
+    assert run_labels(logs) == ["rrnn-gru (rrnn)", "p-rrnn-gru-s0", "rrnn-gru (mine)"]
+    figures = _figures(monkeypatch)
+    assert tree_shapes(logs, tmp_path)
+    depth, balance, share = figures["tree_shapes"].axes
+    assert all(ax.get_ylabel() for ax in (depth, balance, share))
+    low, high = depth.get_ylim()
+    assert low == 0 and high > 4  # the fake runs' mean depth is 3.2 to 3.4
 
 
 def test_seed_bands_draw_both_searches_of_a_searching_variant(tmp_path, monkeypatch):
     """A variant whose every seed recorded val_<metric>_soft and _hard gets a panel per search,
-    each with its own scale: the mixture solid, the argmax dashed, in the variant's colour;
+    each with its own scale, in the variant's colour;
     the GRU, which has one metric, is drawn in both for scale."""
     from cellgraph.experiment.plots import seed_bands
 
@@ -133,7 +164,8 @@ def test_seed_bands_draw_both_searches_of_a_searching_variant(tmp_path, monkeypa
     assert "soft mixture" in mixture.get_title() and "hard search" in argmax.get_title()
     gru, soft = mixture.get_lines()
     gru_again, hard = argmax.get_lines()
-    assert [line.get_linestyle() for line in (gru, soft, gru_again, hard)] == ["-", "-", "-", "--"]
+    # all solid: the searches have panels of their own, and dashes mean training in learning_curves
+    assert [line.get_linestyle() for line in (gru, soft, gru_again, hard)] == ["-", "-", "-", "-"]
     assert soft.get_color() == hard.get_color() != gru.get_color() == gru_again.get_color()
     assert list(soft.get_ydata()) == [3.6, 3.4] and list(hard.get_ydata()) == [4.5, 500.0]
     assert mixture.get_yscale() == "linear" and argmax.get_yscale() == "log"  # the argmax's decades stay apart
@@ -213,6 +245,25 @@ def test_summarize_skips_unfinished_runs_and_shows_one_seed_plainly(tmp_path, ca
     assert err.splitlines() == [
         f"cellgraph summarize: skipped {tmp_path / 'p-rrnn'} has no final.json: the run has not finished",
         f"cellgraph summarize: skipped {tmp_path / 'plots'}: not a run folder (no config.json)"]
+
+
+def test_summarize_skips_a_run_whose_final_json_is_corrupt(tmp_path, capsys):
+    """A final.json cut short (a full disk) or without the metric leaves that run out with a
+    note; the others are still summarized."""
+    for name in ("good", "cut", "empty"):
+        run = RunDir.create(tmp_path / name)
+        run.write_config({"task": "wiki", "model": "gru", "seed": 0})
+        run.write_final({"val_bpc": 2.0, "test_bpc": 2.25, "train_seconds": 12.0, "epochs_run": 3})
+    (tmp_path / "cut" / "final.json").write_text('{"val_bpc": 2.0, "te')
+    (tmp_path / "empty" / "final.json").write_text("{}")
+    assert main(["summarize", *(str(tmp_path / name) for name in ("good", "cut", "empty"))]) == 0
+    out, err = capsys.readouterr()
+    assert "| wiki | gru | bpc | 1 | 2.000 | 2.250 |" in out
+    notes = err.splitlines()
+    assert len(notes) == 2 and notes[0].startswith(f"cellgraph summarize: skipped {tmp_path / 'cut'}: ")
+    assert "not valid JSON" in notes[0] and "val_bpc" in notes[1]
+    assert main(["summarize", str(tmp_path / "cut")]) == 2  # nothing left: an error, in one line
+    assert capsys.readouterr().err.count("\n") == 2
 
 
 def test_summarize_by_name_reads_both_searches_and_the_loss_terms(tmp_path, capsys):

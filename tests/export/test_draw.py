@@ -93,3 +93,19 @@ def test_bad_arguments(tmp_path):
         draw.render(gru.cell, tmp_path / "gru.jpg")
     with pytest.raises(CellGraphError, match="state names to Trees"):
         draw.to_dot({"h": gru.graph})
+
+
+def test_every_drawing_carries_its_key():
+    """A reader of a drawing alone can decode it: the key under it names every operation and
+    activation symbol, the colours of vectors and matrices, and each leaf fill."""
+    from cellgraph.cell import registry
+
+    src = draw.to_dot(target("gru").cell, view="tree").source
+    (graph_line,) = [line for line in src.splitlines() if line.lstrip().startswith("graph [")]
+    assert "labelloc=b" in graph_line and "(op, activation, weight tuple)" in graph_line
+    for name in (*registry.op_names(), *registry.activation_names()):
+        assert name in graph_line
+    assert "⊙ mul" in graph_line and "σ sigmoid" in graph_line and "1− one_minus" in graph_line
+    for role, colour in draw.ROLE_COLORS.items():
+        assert f'<font color="{colour}">■</font>' in graph_line
+    assert "previous state" in graph_line and "constant" in graph_line

@@ -25,7 +25,8 @@ def device_flag(text: str) -> str:
 
 
 def add_backend_flag(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:
-    """Add ``--backend NAME`` (a backend plugin that trains; ``cellgraph backends`` lists them)."""
+    """Add ``--backend NAME`` (a backend plugin that trains; an unknown name is an error that
+    lists the installed ones)."""
     parser.add_argument("--backend", metavar="NAME", default=default, help=help)
 
 

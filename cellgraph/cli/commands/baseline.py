@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tasks = list(dict.fromkeys(exp.task for exp in PROTOCOL))  # the Table 1 protocol's data sets
     p = sub.add_parser("baseline", description=__doc__,
                        help="score count baselines (unigram, bigram, majority class) of data sets",
-                       epilog="example: cellgraph baseline wiki5k sst --data ../shared/data")
+                       epilog="example: cellgraph baseline wiki5k sst")
     p.add_argument("tasks", nargs="*", metavar="TASK", default=tasks,
                    help=f"data sets (default: {' '.join(tasks)})")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)

@@ -12,8 +12,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="aggregate finished runs into a mean ± std table per task and model",
         description="Group finished runs (folders with final.json) by task and model and print "
         "validation and test metrics as mean ± std over seeds (the value alone for one seed), "
-        "with training time, as Markdown. Unfinished runs and folders that hold no run are "
-        "skipped with a note on stderr (so 'cellgraph summarize runs/*' works mid-experiment).",
+        "with training time, as Markdown. Unfinished runs, runs whose final.json cannot be read and "
+        "folders that hold no run are skipped with a note on stderr (so 'cellgraph summarize runs/*' "
+        "works mid-experiment).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--json", metavar="OUT", default=None, help="also write the table as JSON")

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-TEXT_FORMATS = ("json", "sympy", "latex")
+TEXT_FORMATS = ("json", "sympy", "latex", "form")
 DRAWING_FORMATS = ("dot", "svg", "png")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "target",
-        help="export a target cell (gru, gru_torch, lstm, lstm_torch) as JSON, sympy, LaTeX or a drawing",
+        help="export a target cell (gru, gru_torch, lstm, lstm_torch) as JSON, sympy, LaTeX, its form or a "
+        "drawing",
         description="Export a target cell. json: the unfolded tree as a cellgraph.cell.tree document "
         "(every state of a multi-state cell, with the layout; see docs/FORMAT.md): its structure, "
         "without vectors (cellgraph export writes a trained cell with them). sympy/latex: one "
-        "equation per generated node, children first, then the expression of every state. "
-        "dot/svg/png: a drawing as in the paper's Figure 1. Text formats go to stdout unless -o is "
-        "given; drawings go to -o FILE, by default NAME.EXT.",
-        epilog="examples: cellgraph target gru --format sympy; "
+        "equation per generated node, children first, then the expression of every state. form: "
+        "one line per state in the notation in which cellgraph trees and the demo print discovered "
+        "cells (docs/reading-cells.md explains it). dot/svg/png: a drawing as in the paper's "
+        "Figure 1. Text formats go to stdout unless -o is given; drawings go to -o FILE, by default "
+        "NAME.EXT.",
+        epilog="examples: cellgraph target gru --format sympy; cellgraph target gru --format form; "
         "cellgraph target lstm --format json --dag -o lstm.json; "
         "cellgraph target gru --format svg -o docs/gru.svg",
     )
@@ -26,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", "-f", required=True, choices=TEXT_FORMATS + DRAWING_FORMATS,
                    help="output format")
     p.add_argument("-o", "--output", metavar="FILE", default=None,
-                   help="output file (default: stdout for json/sympy/latex, NAME.EXT for drawings)")
+                   help="output file (default: stdout for json/sympy/latex/form, NAME.EXT for drawings)")
     p.add_argument("--dag", action="store_true",
                    help="the cell graph (shared nodes once) instead of the unfolded tree: the "
                    "cellgraph.dag JSON form, or the DAG view of a drawing")
@@ -34,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _text(args: argparse.Namespace, tgt) -> str:
+    if args.format == "form":
+        from cellgraph.algorithms.canonical import canonical_string
+        from cellgraph.cell.names import as_multicell
+
+        return "\n".join(f"{g.state} = {canonical_string(g, tgt.layout)}" for g in as_multicell(tgt.cell))
     if args.format == "json":
         import json
 

@@ -36,7 +36,7 @@ _DESCRIPTION = (
 )
 _EXAMPLES = (
     "cellgraph train --task planted --model rrnn-gru --set epochs=5 --out runs/p1",
-    "cellgraph train --preset paper-wiki10k-gru --data ../shared/data --out runs/gru",
+    "cellgraph train --preset paper-wiki10k-gru --out runs/gru",
     "cellgraph train --resume runs/p1",
     "cellgraph presets",
 )

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="list the most frequent discovered cell structures of a run")
     add_structure_log_args(p, 10, "forms to list")
     p.add_argument("--save", metavar="DIR", default=None,
-                   help="also write each listed form as DIR/form_K.json (cellgraph cell JSON)")
+                   help="also write each listed form as DIR/form_K.json (a cell document, docs/FORMAT.md)")
     p.set_defaults(func=run)
 
 

@@ -12,7 +12,9 @@ import torch
 from cellgraph.backends.torch.train import (
     _seed, build_model, epoch_order, evaluate_run, export_cell, load_data, shape_form, train,
 )
+from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.cell.graph import MultiCell
+from cellgraph import progress
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
@@ -20,7 +22,6 @@ from cellgraph.experiment.runlog import RunLog, structure_summary
 from cellgraph.experiment.runs import load_run
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
-from needs_data import needs_data
 
 TINY = dict(task="planted", hidden_size=8, n_iterations=3, scoring_hidden=8, max_train=32, max_eval=16,
             seq_len=5, epochs=2, batch_size=16, log_structures=4, num_threads=1)
@@ -210,7 +211,7 @@ def test_eval_of_the_last_checkpoint_keeps_the_best_ones_file(runs):
     assert json.loads((path / "eval_val_soft_last.json").read_text())["checkpoint"] == "last"
 
 
-@pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "dot", "svg"])
+@pytest.mark.parametrize("fmt", ["json", "sympy", "latex", "form", "dot", "svg"])
 def test_export_every_format(runs, tmp_path, fmt):
     path, _ = runs["rrnn"]
     out = tmp_path / f"cell.{fmt}"
@@ -224,6 +225,8 @@ def test_export_every_format(runs, tmp_path, fmt):
         assert "h_t" in text and "=" in text
     elif fmt == "latex":
         assert "\\" in text
+    elif fmt == "form":
+        assert text == f"h = {canonical_string(cell.output, layout)}\n"
     elif fmt == "dot":
         assert text.lstrip().startswith("digraph")
     else:
@@ -282,12 +285,12 @@ def test_cli_train_and_its_errors(tmp_path, capsys):
     assert "cannot be written" in capsys.readouterr().err
 
 
-@needs_data
 @pytest.mark.parametrize("task,metric", [("wiki", "bpc"), ("ptb", "perplexity"), ("sst", "accuracy")])
-def test_real_data_slice(tmp_path, task, metric):
-    """The reported test metric is the definition applied to the best checkpoint's outputs,
-    recomputed here in float64: bpc = mean cross-entropy per character / ln 2, perplexity =
-    exp(mean cross-entropy per word), accuracy = share of argmax hits per sentence."""
+def test_real_data_slice(tmp_path, task, metric, small_data):
+    """On the real formats (the small data folder), the reported test metric is the definition
+    applied to the best checkpoint's outputs, recomputed here in float64: bpc = mean
+    cross-entropy per character / ln 2, perplexity = exp(mean cross-entropy per word),
+    accuracy = share of argmax hits per sentence."""
     final = train(tiny(task=task, model="rrnn-gru", epochs=1, max_train=16, max_eval=16),
                   tmp_path, log=lambda s: None)
     assert final["metric"] == metric
@@ -304,6 +307,18 @@ def test_real_data_slice(tmp_path, task, metric):
             "accuracy": (logits.argmax(-1) == gold).mean()}[metric]
     assert final[f"test_{metric}"] == pytest.approx(want, rel=1e-5)
     assert final[f"test_{metric}"] == final[f"test_{metric}_hard"]
+
+
+def test_every_structure_log_shows_progress(tmp_path, capsys, monkeypatch):
+    """The structure logs (the untrained cells of epoch 0 too, which take minutes at the
+    defaults) and the planted task's structure recovery report progress on stderr like an
+    epoch does (every step is reported here: no step counts as short)."""
+    monkeypatch.setattr(progress, "QUIET_S", -1.0)
+    train(tiny(model="rrnn"), tmp_path, log=lambda s: None)
+    err = capsys.readouterr().err
+    cells = TINY["log_structures"] * TINY["seq_len"]
+    for step in ("structures, epoch 0", "structures, epoch 1", "structure recovery"):
+        assert f"{step}: " in err and f"{step}: done, {cells} cells in " in err, err
 
 
 def test_glove_initialises_the_embedding(tmp_path):
@@ -353,7 +368,12 @@ def test_hard_search_warning_compares_with_soft_and_uniform():
     assert "hard search" in hard_search_warning({**ok, "val_bpc_hard": 4.5}, 27)  # > 1 bit off soft
     assert "uniform guessing: 4.75" in hard_search_warning({**ok, "val_bpc_hard": 88766.0}, 27)
     assert hard_search_warning({**ok, "val_bpc_hard": float("inf")}, 27) is not None
-    assert hard_search_warning({"metric": "accuracy", "val_accuracy_hard": 0.1, "val_accuracy_soft": 0.9}, 3) is None
+    accuracy = {"metric": "accuracy", "val_accuracy_hard": 0.2805, "val_accuracy_soft": 0.5}  # a planted run
+    assert hard_search_warning(accuracy, 3) == (
+        "warning: the hard search (Algorithm 2's argmax) gives val accuracy 0.2805 against 0.5 with the soft "
+        "mixture: the argmax cells do not compute what training optimised; see candidate_norm, tau_end and "
+        "mode=straight-through")
+    assert hard_search_warning({**accuracy, "val_accuracy_hard": 0.41}, 3) is None  # within 0.1
     ppl = {"metric": "perplexity", "val_perplexity_hard": 600.0, "val_perplexity_soft": 500.0}
     assert hard_search_warning(ppl, 10000) is None
 
