@@ -671,12 +671,12 @@ def hard_search_warning(final: dict[str, Any], vocab_size: int) -> str | None:
     the uniform baseline ``log2(V)``; a classifier's accuracy more than :data:`ACCURACY_GAP`
     below the soft one."""
     metric = final["metric"]
+    if f"val_{metric}_soft" not in final:  # trained straight-through: no mixture to compare with
+        return None
     if metric not in ("bpc", "perplexity"):
         hard, soft = final[f"val_{metric}_hard"], final[f"val_{metric}_soft"]
         return None if hard >= soft - ACCURACY_GAP else _hard_search_warning(final, "")
     bits = (lambda v: v) if metric == "bpc" else (lambda v: math.log2(v) if v > 0 else math.inf)  # noqa: E731
-    if f"val_{metric}_soft" not in final:  # trained straight-through: no mixture to compare with
-        return None
     hard, soft = bits(final[f"val_{metric}_hard"]), bits(final[f"val_{metric}_soft"])
     uniform = math.log2(vocab_size)
     if math.isfinite(hard) and hard <= uniform and hard - soft <= 1.0:
