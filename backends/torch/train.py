@@ -45,21 +45,21 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
-from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.algorithms.shape import shape_form
 from cellgraph.backends.torch.checkpoint import load_latest, save_checkpoint
 from cellgraph.backends.torch.device import autocast, resolve_device
 from cellgraph.backends.torch.distributed import Distributed, share
 from cellgraph.backends.torch.logger import check_logger, open_logger
-from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss, td_loss
-from cellgraph.backends.torch.targets import SelfTargetProvider
+from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLoss
+from cellgraph.backends.torch.batches import batches, chunks, device_of, host, metric_value, task_loss
+from cellgraph.backends.torch.evaluation import MODES_EVALUATED, both_searches, evaluate, validation
+from cellgraph.backends.torch.structures import structure_log, structure_recovery
 from cellgraph.backends.torch.task import STRUCTURED_MODELS, SelfTargets, TaskModel, TeacherTargets, load_teacher
 from cellgraph.backends.torch.warmstart import warm_start
 from cellgraph.cell.graph import MultiCell
@@ -68,12 +68,10 @@ from cellgraph.data.datadir import data_sha256, run_data_dir
 from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, load_run_config, resolved_td_match
-from cellgraph.experiment.runlog import METRICS, form_reads, read_shares, structure_summary
+from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.runs import RunDir
-from cellgraph.export.jsonio import dump_cell
 from cellgraph.files import write_json
-from cellgraph.progress import Progress, progress
-from cellgraph.targets import Target, target
+from cellgraph.progress import progress
 
 __all__ = [
     "TrainingStopped", "Distributed", "epoch_order", "task_loss", "load_data", "build_model",
@@ -81,11 +79,6 @@ __all__ = [
 ]
 
 Log = Callable[[str], None]
-
-#: The searches a searching model's validation and final metrics are given in: Algorithm 2's
-#: argmax and the softmax mixture of training (the straight-through mode searches like hard).
-MODES_EVALUATED = ("hard", "soft")
-
 
 class TrainingStopped(CellGraphError):
     """The run stopped on ``max_bad_steps`` non-finite losses in a row."""
@@ -96,26 +89,12 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
-def task_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, int, Tensor]:
-    """``(B,)`` each sample's cross-entropy in nats summed over its predictions (Eq. 5's task
-    term), the number of predictions, the number correct (a 0-d tensor on the logits' device:
-    it is read once per epoch, not per step)."""
-    flat, gold = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-    correct = (flat.detach().argmax(-1) == gold).sum()
-    per_sample = F.cross_entropy(flat, gold, reduction="none").view(targets.shape[0], -1).sum(1)
-    return per_sample, gold.numel(), correct
-
-
 def tau_at(config: TrainConfig, progress: float) -> float:
     """The softmax temperature after ``progress`` (0..1) of training: ``tau``, or with
     ``tau_end > 0`` annealed geometrically, ``tau (tau_end / tau) ** progress``."""
     if not config.tau_end:
         return config.tau
     return config.tau * (config.tau_end / config.tau) ** min(max(progress, 0.0), 1.0)
-
-
-def _metric(dataset: Dataset, nats: float, correct: int, n: int) -> float:
-    return correct / max(n, 1) if dataset.metric == "accuracy" else dataset.metric_from_nats(nats)
 
 
 def _better(task: str, new: float, best: float | None) -> bool:
@@ -176,170 +155,14 @@ def _loss(config: TrainConfig) -> RRNNLoss:
                     resolved_td_match(config))
 
 
-def _chunks(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
-    return (order[at:at + size] for at in range(0, len(order), size))
-
-
-def _batches(split: Split, parts: Iterable[np.ndarray], device: torch.device | str = "cpu"):
-    """``(sample indices, tokens, targets)`` of each part (an array of sample indices), on
-    ``device``: the rows of all parts are copied there at once, not batch by batch."""
-    parts = list(parts)
-    if not parts:
-        return
-    rows, sizes = torch.from_numpy(np.concatenate(parts)), [len(part) for part in parts]
-    inputs, targets = (torch.from_numpy(a)[rows].to(device).split(sizes) for a in (split.inputs, split.targets))
-    yield from zip(rows.to(device).split(sizes), inputs, targets)
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    """Where ``model`` computes (its parameters' device)."""
-    return next(model.parameters()).device
-
-
-def _host(values: list[float | Tensor]) -> list[float]:
-    """``values`` as floats; the tensors among them (on one device) are read in one transfer."""
-    tensors = [v.detach().double().reshape(()) for v in values if torch.is_tensor(v)]
-    read = iter(torch.stack(tensors).tolist() if tensors else [])
-    return [next(read) if torch.is_tensor(v) else float(v) for v in values]
-
-
 def _shares(order: np.ndarray, size: int, dist: Distributed) -> Iterator[tuple[np.ndarray, float]]:
     """This rank's part ``batch[rank::world_size]`` of each global batch of ``order`` and its
     loss factor (:func:`~cellgraph.backends.torch.distributed.share`). A rank left without a
     sample (a short last batch) computes the batch's first sample with factor 0, so that its
     DistributedDataParallel step stays in step with the others and adds nothing."""
-    for batch in _chunks(order, size):
+    for batch in chunks(order, size):
         mine = dist.shard(batch)
         yield (mine, share(len(mine), len(batch), dist.world_size)) if len(mine) else (batch[:1], 0.0)
-
-
-@torch.no_grad()
-def evaluate(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig,
-             dist: Distributed = Distributed()) -> dict[str, float]:
-    """``{metric, nats, accuracy}`` of ``model`` on a split, searching in ``eval_mode``. With
-    several processes each rank evaluates ``samples[rank::world_size]`` and the sums are
-    combined, so every rank gets the same numbers."""
-    data = dataset.splits[split]
-    model.eval()
-    nats = correct = n = 0
-    mine = dist.shard(np.arange(len(data)))
-    desc = f"{split}, {config.eval_mode} search" if model.structured else split
-    bar = progress(len(mine), desc, dist.writes, unit="sequences")
-    with model.choice_mode(config.eval_mode):
-        for index, tokens, targets in _batches(data, _chunks(mine, config.eval_batch_size), _device_of(model)):
-            logits, _ = model(tokens)
-            loss, count, right = task_loss(logits, targets)
-            nats, correct, n = nats + loss.sum().double(), correct + right, n + count
-            bar.update(len(index))
-    bar.close()
-    nats, correct, n = dist.sum(_host([nats, correct, n]))
-    mean = nats / max(n, 1)
-    return {dataset.metric: _metric(dataset, mean, correct, n), "nats": mean, "accuracy": correct / max(n, 1)}
-
-
-def _both_searches(model: TaskModel, dataset: Dataset, split: str, config: TrainConfig, chosen: float,
-                   dist: Distributed = Distributed()) -> dict[str, float]:
-    """``<split>_<metric>_hard`` and ``<split>_<metric>_soft`` of a searching model (Algorithm 2's
-    argmax and the mixture; nothing for the others): ``chosen``, the ``eval_mode``'s value, is
-    not computed again. A model trained straight-through ran its argmax cell in every forward
-    pass; the mixture is no model it trained, so it is not evaluated (unless ``eval_mode``)."""
-    if not model.structured:
-        return {}
-    modes = [m for m in MODES_EVALUATED if m == config.eval_mode or config.mode != "straight-through" or m == "hard"]
-    return {f"{split}_{dataset.metric}_{mode}": chosen if mode == config.eval_mode
-            else evaluate(model, dataset, split, config.replace(eval_mode=mode), dist)[dataset.metric]
-            for mode in modes}
-
-
-def _validation(model: TaskModel, dataset: Dataset, config: TrainConfig,
-                dist: Distributed) -> dict[str, float]:
-    """An epoch's validation: ``val_<metric>`` in ``eval_mode`` (what early stopping and the best
-    checkpoint follow) and, for a searching model, the metric of both searches, so that the
-    learning curves show both whichever one selects."""
-    chosen = evaluate(model, dataset, "val", config, dist)[dataset.metric]
-    return {f"val_{dataset.metric}": chosen, **_both_searches(model, dataset, "val", config, chosen, dist)}
-
-
-# --- structures ------------------------------------------------------------------------
-
-def _exact_form(cell: MultiCell, layout: Layout) -> str:
-    return "; ".join(f"{g.state} = {canonical_string(g, layout)}" for g in cell)
-
-
-@torch.no_grad()
-def _discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
-    """``(sample indices, traces)`` per evaluation batch of the first ``n`` samples of ``split``."""
-    model.eval()
-    with model.choice_mode(config.eval_mode):
-        parts = _chunks(np.arange(min(n, len(split))), config.eval_batch_size)
-        for index, tokens, _ in _batches(split, parts, _device_of(model)):
-            _, traces = model(tokens)
-            yield index, traces
-
-
-def _cells_progress(split: Split, config: TrainConfig, desc: str) -> Progress:
-    """Progress over the cells (a sequence's time steps) of the first ``log_structures``
-    sequences of ``split``, which a structure log reads: their forms can take minutes."""
-    return progress(min(config.log_structures, len(split)) * split.inputs.shape[1], desc, unit="cells")
-
-
-def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch: int) -> dict[str, Any]:
-    """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.experiment.runlog`) of the first
-    ``log_structures`` validation samples."""
-    layout = model.layout
-    goal = target(config.target)
-    target_form = shape_form(goal.cell, goal.layout)
-    forms: dict[str, dict[str, Any]] = {}
-    n_cells = 0
-    bar = _cells_progress(dataset.val, config, f"structures, epoch {epoch}")
-    for index, traces in _discovered(model, dataset.val, config, config.log_structures):
-        traces = [[trace.to("cpu") for trace in step] for step in traces]  # one copy, not one per cell
-        for b, sample in enumerate(index.tolist()):
-            for t in range(len(traces)):
-                cell = model.cell(traces, t, b)
-                key = _exact_form(cell, layout)
-                n_cells += 1
-                if key in forms:
-                    forms[key]["count"] += 1
-                    continue
-                forms[key] = {"canonical": key, "count": 1, **structure_summary(cell.output.unfold()),
-                              "is_target": shape_form(cell, layout) == target_form,
-                              **form_reads(cell, layout),
-                              "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
-            bar.update(len(traces))
-    bar.close()
-    ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
-    share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
-    return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share,
-            **read_shares(ranked, n_cells), "forms": ranked}
-
-
-@torch.no_grad()
-def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) -> dict[str, Any]:
-    """Planted task: over the cells of the first ``log_structures`` test samples, the share
-    whose :func:`shape_form` is the teacher's, and the mean ``min_Iso TD`` to the teacher's
-    structure evaluated with the model's own tuples on the same leaves."""
-    teacher = dataset.teacher
-    spec = Target("planted teacher", teacher.cell, teacher.layout, teacher.spaces, ())
-    provider = SelfTargetProvider(spec)
-    teacher_form = shape_form(teacher.cell, teacher.layout)
-    layout = model.layout
-    same, tds, n_cells = 0, [], 0
-    bar = _cells_progress(dataset.test, config, "structure recovery")
-    for index, traces in _discovered(model, dataset.test, config, config.log_structures):
-        tuples = model.layout_tuples()
-        for t, step in enumerate(traces):
-            vectors = provider(step, tuples)
-            tds.append(sum(td_loss(trace, v, tree, iso=True)
-                           for trace, v, tree in zip(step, vectors, provider.trees)))
-            for b in range(len(index)):
-                same += shape_form(model.cell(traces, t, b), layout) == teacher_form
-                n_cells += 1
-            bar.update(len(index))
-    bar.close()
-    return {"teacher": teacher.describe(), "n_cells": n_cells,
-            "structure_recovery": same / max(n_cells, 1),
-            "td_iso_teacher": float(torch.cat(tds).double().mean()) if tds else None}
 
 
 # --- training --------------------------------------------------------------------------
@@ -471,7 +294,7 @@ class _Epoch:
 
     def saved(self, seconds: float) -> dict[str, Any]:
         """The plain-data form, with ``seconds`` spent so far."""
-        nats, correct, *sums = _host([self.nats, self.correct, *self.sums.values()])
+        nats, correct, *sums = host([self.nats, self.correct, *self.sums.values()])
         return {"step": self.step, "seconds": seconds, "nats": nats, "correct": correct, "n": self.n,
                 "good": self.good, "skipped": self.skipped, "bad_in_row": self.bad_in_row,
                 "sums": dict(zip(self.sums, sums)), "choices": self.choices}
@@ -523,8 +346,8 @@ class _EpochLoop:
         saved_at = time.perf_counter()
         every = 60 * config.checkpoint_minutes if save is not None and not dist.active else math.inf
         bar = progress(len(parts), f"epoch {epoch}", dist.writes, initial=ep.step)
-        batches = _batches(self.dataset.train, parts[ep.step:], _device_of(model))
-        for step, ((index, tokens, gold), factor) in enumerate(zip(batches, factors[ep.step:]), ep.step + 1):
+        loaded = batches(self.dataset.train, parts[ep.step:], device_of(model))
+        for step, ((index, tokens, gold), factor) in enumerate(zip(loaded, factors[ep.step:]), ep.step + 1):
             model.set_tau(tau_at(config, (state.epoch + (step - 1) / len(parts)) / config.epochs))
             out = objective(tokens, gold, factor)
             if ep.choices is not None and factor:
@@ -550,7 +373,7 @@ class _EpochLoop:
         if self.model.model_name != "rrnn-gru":
             return None
         shape = (len(self.dataset.train), self.dataset.seq_len, len(self.model.core.cell.choosing_nodes))
-        return torch.full(shape, -1, dtype=torch.int16, device=_device_of(self.model))
+        return torch.full(shape, -1, dtype=torch.int16, device=device_of(self.model))
 
     def _update(self, out: _Step) -> bool:
         """Backward, clip and, where every rank's loss and gradient norm are finite, the
@@ -581,10 +404,10 @@ class _EpochLoop:
         """The running loss and metric on the progress bar (read from the device only when shown)."""
         if bar.disable or not ep.n:
             return
-        total, nats, correct = _host([ep.sums["total"], ep.nats, ep.correct])
+        total, nats, correct = host([ep.sums["total"], ep.nats, ep.correct])
         metric = self.dataset.metric
         bar.set_postfix(loss=f"{total / ep.good:.4f}",
-                        **{metric: f"{_metric(self.dataset, nats / ep.n, correct, ep.n):.4f}"})
+                        **{metric: f"{metric_value(self.dataset, nats / ep.n, correct, ep.n):.4f}"})
 
     def _record(self, ep: _Epoch, state: _State, epoch: int, phase: str) -> dict[str, Any]:
         """The epoch's record: train metric, phase, skipped steps, tau reached, each weighted
@@ -592,10 +415,10 @@ class _EpochLoop:
         the epoch's choices and skipped steps."""
         model, config, dist, dataset = self.model, self.config, self.dist, self.dataset
         # over the ranks: the factors make sum / world_size each global batch's mean (share())
-        nats, correct, n, *totals = dist.sum(_host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
+        nats, correct, n, *totals = dist.sum(host([ep.nats, ep.correct, ep.n, *ep.sums.values()]))
         sums = {key: total / dist.world_size for key, total in zip(ep.sums, totals)}
         record: dict[str, Any] = {
-            "epoch": epoch, f"train_{dataset.metric}": _metric(dataset, nats / n, correct, n) if n else None,
+            "epoch": epoch, f"train_{dataset.metric}": metric_value(dataset, nats / n, correct, n) if n else None,
             "phase": phase, "bad_steps": ep.skipped,
         }
         tau = tau_at(config, epoch / config.epochs)
@@ -627,7 +450,7 @@ def _checkpoint(model: TaskModel, optimizer: torch.optim.Optimizer, state: _Stat
     """``last.pt``: after ``state.epoch`` finished epochs and, within the next one, the
     :meth:`_Epoch.saved` state ``epoch`` (None at an epoch's end)."""
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": state.epoch,
-            "rng": _rng_state(_device_of(model)), "early": state.early(), "choices": state.choices,
+            "rng": _rng_state(device_of(model)), "early": state.early(), "choices": state.choices,
             "within_epoch": epoch, "cpu_seconds": state.cpu_seconds()}
 
 
@@ -636,7 +459,7 @@ def _restore(model: TaskModel, optimizer: torch.optim.Optimizer, ckpt: dict[str,
     moves the model's and the optimizer's state to the parameters' device but leaves Adam's
     step counters where they were loaded; on the CPU, as a new Adam keeps them, not on a GPU,
     where reading them would cost a device sync per step."""
-    device = _device_of(model)
+    device = device_of(model)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     _set_rng_state(ckpt["rng"], device)
@@ -817,7 +640,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         record = loop.run(state, start, within, save)
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
-        record.update(_validation(model, dataset, config, dist))
+        record.update(validation(model, dataset, config, dist))
         state.epoch += 1
         improved = _better(config.task, record[f"val_{metric}"], state.best)
         if improved:
@@ -851,7 +674,7 @@ def _quiet(_: str) -> None:
 
 def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig, state: _State,
             targets, world_size: int, log: Log) -> dict[str, Any]:
-    best = load_latest(run.checkpoints / "best.pt", log, map_location=_device_of(model))
+    best = load_latest(run.checkpoints / "best.pt", log, map_location=device_of(model))
     model.load_state_dict(best["model"])
     model.set_tau(tau_at(config, best["epoch"] / config.epochs))
     metric = dataset.metric
@@ -861,13 +684,13 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         f"test_{metric}": evaluate(model, dataset, "test", config)[metric],
     }
     for split in ("val", "test"):  # a searching model: the same checkpoint scored with both searches
-        final.update(_both_searches(model, dataset, split, config, final[f"{split}_{metric}"]))
+        final.update(both_searches(model, dataset, split, config, final[f"{split}_{metric}"]))
     final.update({
         "best_epoch": best["epoch"], "epochs_run": state.epoch,
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
         "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
         "target_provider": None if targets is None else targets.name, "world_size": world_size,
-        "device": str(_device_of(model)),
+        "device": str(device_of(model)),
     })
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source

@@ -181,7 +181,7 @@ def test_a_training_step_makes_no_tensor_on_the_host(model):
     a constant, a target tree's indices)."""
     config, dataset, net, targets = _setup(model, "meta", lambda_td=0.1, lambda_margin=0.1)
     objective = torch_train._Objective(net, torch_train._loss(config), targets)
-    ((_, tokens, gold),) = torch_train._batches(dataset.train, [np.arange(4)], "meta")
+    ((_, tokens, gold),) = torch_train.batches(dataset.train, [np.arange(4)], "meta")
     with DeviceMixing() as mixing:
         out = objective(tokens, gold, 1.0)
         out.loss.backward()
@@ -389,7 +389,7 @@ def test_bf16_autocast_runs_the_model_and_keeps_the_loss_in_float32(model):
     for amp in ("none", "bf16"):
         config, dataset, net, targets = _setup(model, "cpu", amp=amp, lambda_td=0.1)
         objective = torch_train._Objective(net, torch_train._loss(config), targets, config.amp)
-        ((_, tokens, gold),) = torch_train._batches(dataset.train, [np.arange(4)], "cpu")
+        ((_, tokens, gold),) = torch_train.batches(dataset.train, [np.arange(4)], "cpu")
         out = objective(tokens, gold, 1.0)
         out.loss.backward()
         assert out.loss.dtype == torch.float32

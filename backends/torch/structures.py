@@ -1,0 +1,108 @@
+"""Structure logs: the cells a task model builds on the first ``log_structures`` sequences of a
+split, counted by form, with what each reads (``structures/epoch_EEE.json``;
+:mod:`cellgraph.experiment.runlog`), and the planted task's structure recovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from cellgraph.algorithms.canonical import canonical_string
+from cellgraph.algorithms.shape import shape_form
+from cellgraph.backends.torch.batches import batches, chunks, device_of
+from cellgraph.backends.torch.loss import td_loss
+from cellgraph.backends.torch.targets import SelfTargetProvider
+from cellgraph.backends.torch.task import TaskModel
+from cellgraph.cell.graph import MultiCell
+from cellgraph.cell.layout import Layout
+from cellgraph.data.datasets import Dataset, Split
+from cellgraph.experiment.config import TrainConfig
+from cellgraph.experiment.runlog import form_reads, read_shares, structure_summary
+from cellgraph.export.jsonio import dump_cell
+from cellgraph.progress import Progress, progress
+from cellgraph.targets import Target, target
+
+__all__ = ["structure_log", "structure_recovery", "discovered", "exact_form"]
+
+
+def exact_form(cell: MultiCell, layout: Layout) -> str:
+    """``state = canonical form; ...``: a cell's form with its tuples (the key of a structure log)."""
+    return "; ".join(f"{g.state} = {canonical_string(g, layout)}" for g in cell)
+
+
+@torch.no_grad()
+def discovered(model: TaskModel, split: Split, config: TrainConfig, n: int):
+    """``(sample indices, traces)`` per evaluation batch of the first ``n`` samples of ``split``."""
+    model.eval()
+    with model.choice_mode(config.eval_mode):
+        parts = chunks(np.arange(min(n, len(split))), config.eval_batch_size)
+        for index, tokens, _ in batches(split, parts, device_of(model)):
+            _, traces = model(tokens)
+            yield index, traces
+
+
+def cells_progress(split: Split, config: TrainConfig, desc: str) -> Progress:
+    """Progress over the cells (a sequence's time steps) of the first ``log_structures``
+    sequences of ``split``, which a structure log reads: their forms can take minutes."""
+    return progress(min(config.log_structures, len(split)) * split.inputs.shape[1], desc, unit="cells")
+
+
+def structure_log(model: TaskModel, dataset: Dataset, config: TrainConfig, epoch: int) -> dict[str, Any]:
+    """The ``structures/epoch_EEE.json`` document (:mod:`cellgraph.experiment.runlog`) of the first
+    ``log_structures`` validation samples."""
+    layout = model.layout
+    goal = target(config.target)
+    target_form = shape_form(goal.cell, goal.layout)
+    forms: dict[str, dict[str, Any]] = {}
+    n_cells = 0
+    bar = cells_progress(dataset.val, config, f"structures, epoch {epoch}")
+    for index, traces in discovered(model, dataset.val, config, config.log_structures):
+        traces = [[trace.to("cpu") for trace in step] for step in traces]  # one copy, not one per cell
+        for b, sample in enumerate(index.tolist()):
+            for t in range(len(traces)):
+                cell = model.cell(traces, t, b)
+                key = exact_form(cell, layout)
+                n_cells += 1
+                if key in forms:
+                    forms[key]["count"] += 1
+                    continue
+                forms[key] = {"canonical": key, "count": 1, **structure_summary(cell.output.unfold()),
+                              "is_target": shape_form(cell, layout) == target_form,
+                              **form_reads(cell, layout),
+                              "example": {"sample": sample, "t": t}, "cell": dump_cell(cell, layout)}
+            bar.update(len(traces))
+    bar.close()
+    ranked = sorted(forms.values(), key=lambda f: (-f["count"], f["canonical"]))
+    share = sum(f["count"] for f in ranked if f["is_target"]) / max(n_cells, 1)
+    return {"epoch": epoch, "n_cells": n_cells, "target": config.target, "target_share": share,
+            **read_shares(ranked, n_cells), "forms": ranked}
+
+
+@torch.no_grad()
+def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) -> dict[str, Any]:
+    """Planted task: over the cells of the first ``log_structures`` test samples, the share
+    whose :func:`shape_form` is the teacher's, and the mean ``min_Iso TD`` to the teacher's
+    structure evaluated with the model's own tuples on the same leaves."""
+    teacher = dataset.teacher
+    spec = Target("planted teacher", teacher.cell, teacher.layout, teacher.spaces, ())
+    provider = SelfTargetProvider(spec)
+    teacher_form = shape_form(teacher.cell, teacher.layout)
+    layout = model.layout
+    same, tds, n_cells = 0, [], 0
+    bar = cells_progress(dataset.test, config, "structure recovery")
+    for index, traces in discovered(model, dataset.test, config, config.log_structures):
+        tuples = model.layout_tuples()
+        for t, step in enumerate(traces):
+            vectors = provider(step, tuples)
+            tds.append(sum(td_loss(trace, v, tree, iso=True)
+                           for trace, v, tree in zip(step, vectors, provider.trees)))
+            for b in range(len(index)):
+                same += shape_form(model.cell(traces, t, b), layout) == teacher_form
+                n_cells += 1
+            bar.update(len(index))
+    bar.close()
+    return {"teacher": teacher.describe(), "n_cells": n_cells,
+            "structure_recovery": same / max(n_cells, 1),
+            "td_iso_teacher": float(torch.cat(tds).double().mean()) if tds else None}
