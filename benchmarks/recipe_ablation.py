@@ -35,7 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cellgraph.algorithms.shape import shape_form
 from cellgraph.experiment.config import RECIPES, TrainConfig
+from cellgraph.experiment.runlog import with_reads
+from cellgraph.export.jsonio import load_document
+from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 
 #: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo) on a
@@ -70,6 +74,9 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 SEEDS = (0, 1, 2)
+#: The structure shares :func:`summarize` reads from the last structure log.
+_SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
+GRU_TORCH = target("gru_torch")
 
 
 def _paper(model: str) -> dict[str, Any]:
@@ -111,27 +118,48 @@ def run_one(root: Path, name: str, args: list[str]) -> str:
 
 
 def summarize(root: Path) -> dict[str, Any]:
-    """Per arm: the seeds' hard and soft test metric and identity-chain share."""
+    """Per arm, over its seeds: the hard and soft test metric and, from the last structure log,
+    the shares of cells that are identity chains, that read both ``x_t`` and ``h_{t-1}``, and
+    that have the structure of torch's GRU (``gru_torch``, what a warm start begins with); and
+    the teacher GRU's test metric (``gru-teacher``, one per seed)."""
     table: dict[str, dict[str, list[float]]] = {}
+    teachers: dict[str, Path] = {}
     for folder in sorted(p for p in root.iterdir() if (p / "final.json").exists()):
-        final = json.loads((folder / "final.json").read_text())
-        arm = folder.name.rsplit("-s", 1)[0]
-        metric = final["metric"]
-        row = table.setdefault(arm, {"hard": [], "soft": [], "identity_chain_share": []})
-        row["hard"].append(final[f"test_{metric}_hard"] if f"test_{metric}_hard" in final else final[f"test_{metric}"])
-        if f"test_{metric}_soft" in final:
-            row["soft"].append(final[f"test_{metric}_soft"])
-        logs = sorted((folder / "structures").glob("epoch_*.json"))
-        if logs:
-            row["identity_chain_share"].append(json.loads(logs[-1].read_text())["identity_chain_share"])
+        arm, seed = folder.name.rsplit("-s", 1)
+        _add(table, arm, folder)
+        if (folder / "teacher" / "final.json").exists():
+            teachers.setdefault(seed, folder / "teacher")
+    for folder in teachers.values():
+        _add(table, "gru-teacher", folder)
     return table
+
+
+def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> None:
+    final = json.loads((folder / "final.json").read_text())
+    metric = final["metric"]
+    row = table.setdefault(arm, {key: [] for key in ("hard", "soft", *_SHARES)})
+    row["hard"].append(final.get(f"test_{metric}_hard", final[f"test_{metric}"]))
+    if f"test_{metric}_soft" in final:
+        row["soft"].append(final[f"test_{metric}_soft"])
+    logs = sorted((folder / "structures").glob("epoch_*.json"))
+    if logs:
+        last = with_reads(json.loads(logs[-1].read_text()))
+        gru = shape_form(GRU_TORCH.cell, GRU_TORCH.layout)
+        for key in _SHARES[:-1]:
+            row[key].append(last[key])
+        row["gru_form_share"].append(sum(f["count"] for f in last["forms"] if _shape(f) == gru) / last["n_cells"])
+
+
+def _shape(form: dict[str, Any]) -> str:
+    doc = load_document(form["cell"])
+    return shape_form(doc.cell, doc.layout)
 
 
 def _cell(values: list[float]) -> str:
     if not values:
         return "-"
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return f"{statistics.mean(values):.3f} ± {sd:.3f} (n={len(values)})"
+    return f"{statistics.mean(values):.3f} ± {sd:.3f} ({len(values)})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -152,9 +180,10 @@ def main(argv: list[str] | None = None) -> None:
     table = summarize(root)
     (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASE, "arms": ARMS, "table": table},
                                                   indent=1))
-    print(f"{'arm':<22} {'test, argmax (hard)':<28} {'test, mixture (soft)':<28} identity chains")
-    for arm, row in table.items():
-        print(f"{arm:<22} {_cell(row['hard']):<28} {_cell(row['soft']):<28} {_cell(row['identity_chain_share'])}")
+    print(f"{'arm':<20} {'test, argmax (hard)':<24} {'test, mixture (soft)':<24} {'identity chains':<24} "
+          f"{'reads x_t and h_t-1':<24} {'GRU form':<24}")
+    for arm, row in sorted(table.items()):
+        print(f"{arm:<20} " + " ".join(f"{_cell(row[key]):<24}" for key in ("hard", "soft", *_SHARES)))
 
 
 if __name__ == "__main__":
