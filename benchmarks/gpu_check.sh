@@ -9,7 +9,8 @@
 #   env       the machine: nvidia-smi, torch, the GPU
 #   tests     the tests with a CUDA case (each compares the GPU with the CPU, or counts syncs)
 #   bench     cellgraph bench --device DEVICE --json OUT/bench.json
-#   epochs    one real epoch each of the presets paper-wiki10k-rrnn-gru and paper-wiki5k-rrnn
+#   epochs    one real epoch each of the presets paper-wiki10k-rrnn-gru and paper-wiki5k-rrnn, and of the
+#             discovery recipe's recipe-rrnn-gru (Wiki-10k) and recipe-rrnn (Wiki-5k)
 #   torchrun  cellgraph train under torchrun, one process on the device (NCCL on a GPU)
 # Each part's output goes to OUT/PART.log; OUT/summary.json gives each part's exit code and
 # seconds, and each epoch's time_s from its run's metrics.jsonl. The command fails if a part did.
@@ -104,17 +105,21 @@ python -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__versi
         timed bench bench "${LIMIT_BENCH:-540}" python -m cellgraph bench "${flags[@]}"
         record bench bench "$LAST_RC" "$LAST_SECONDS" ;;
     epochs)
-        for preset in paper-wiki10k-rrnn-gru:60 paper-wiki5k-rrnn:120; do
-            limit=${LIMIT_EPOCH:-${preset#*:}}
-            preset=${preset%:*}
-            timed epochs "$preset" "$limit" python -m cellgraph train --preset "$preset" \
+        # PRESET[@TASK]:LIMIT; the recipes' epochs start cold (warm_start=none: the same step, no teacher to train)
+        for spec in paper-wiki10k-rrnn-gru:60 paper-wiki5k-rrnn:120 recipe-rrnn-gru@wiki:60 recipe-rrnn@wiki5k:120; do
+            limit=${LIMIT_EPOCH:-${spec#*:}}
+            name=${spec%:*}
+            preset=${name%@*}
+            task=()
+            [ "$name" != "$preset" ] && task=(--task "${name#*@}" --set warm_start=none)
+            timed epochs "$preset" "$limit" python -m cellgraph train --preset "$preset" "${task[@]}" \
                 --set epochs=1 --set max_eval=16 --set log_structures=0 "${quick_sets[@]}" \
                 --device "$DEVICE" --out "$RUNS/$preset"
             record epochs "$preset" "$LAST_RC" "$LAST_SECONDS" "\"time_s\": $(epoch_time "$RUNS/$preset")"
         done ;;
     torchrun)
         timed torchrun torchrun "${LIMIT_TORCHRUN:-120}" python -m torch.distributed.run --standalone \
-            --nproc_per_node 1 -m cellgraph train --task planted --model rrnn-gru --set epochs=1 \
+            --nproc_per_node 1 -m cellgraph train --task planted --model rrnn-gru --set epochs=1 --set warm_start=none \
             --set max_train=64 --set max_eval=16 --set hidden_size=16 --set scoring_hidden=8 \
             --device "$DEVICE" --out "$RUNS/torchrun"
         record torchrun torchrun "$LAST_RC" "$LAST_SECONDS" ;;

@@ -22,15 +22,18 @@ def _check(out: Path | str, *parts: str, cwd: Path | None = None, **env: str) ->
     return subprocess.run(["bash", str(SCRIPT), str(out), *parts], capture_output=True, text=True, timeout=300,
                           cwd=cwd, env={**os.environ, "DEVICE": "cpu", "QUICK": "1", **env})
 
+#: The epochs part's runs: the paper's presets, then the discovery recipe's.
+EPOCHS = ("paper-wiki10k-rrnn-gru", "paper-wiki5k-rrnn", "recipe-rrnn-gru", "recipe-rrnn")
+
 
 def test_every_part_runs_and_is_recorded(tmp_path):
-    """Every part, or without the paper's data every part but ``epochs`` (one epoch of two
+    """Every part, or without the paper's data every part but ``epochs`` (one epoch of four
     presets on Wiki, which a machine without the data cannot run)."""
     parts = () if DATA is not None else ("env", "tests", "bench", "torchrun")
     done = _check(tmp_path, *parts)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    epochs = [("epochs", "paper-wiki10k-rrnn-gru"), ("epochs", "paper-wiki5k-rrnn")] if DATA is not None else []
+    epochs = [("epochs", name) for name in EPOCHS] if DATA is not None else []
     assert [(s["part"], s["name"]) for s in summary] == [
         ("env", "env"), ("tests", "pytest"), ("bench", "bench"), *epochs, ("torchrun", "torchrun")]
     assert all(s["exit_code"] == 0 and s["seconds"] > 0 for s in summary)
@@ -58,8 +61,7 @@ def test_an_epoch_past_its_limit_is_recorded_without_a_time(tmp_path):
     done = _check(tmp_path, "epochs", LIMIT_EPOCH="1")
     assert done.returncode == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [(s["name"], s["exit_code"], s["time_s"]) for s in summary] == [
-        ("paper-wiki10k-rrnn-gru", 124, None), ("paper-wiki5k-rrnn", 124, None)]
+    assert [(s["name"], s["exit_code"], s["time_s"]) for s in summary] == [(name, 124, None) for name in EPOCHS]
 
 
 def test_a_check_stopped_from_outside_keeps_the_parts_it_finished(tmp_path):
