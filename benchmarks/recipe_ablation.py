@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.experiment.config import RECIPES, TrainConfig
+from cellgraph.experiment.config import paper_settings
 from cellgraph.experiment.runlog import with_reads
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
@@ -79,13 +79,6 @@ _SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
 GRU_TORCH = target("gru_torch")
 
 
-def _paper(model: str) -> dict[str, Any]:
-    """The paper's values (TrainConfig's defaults) of every key the discovery recipe sets, given
-    explicitly: ``cellgraph train`` without a preset would otherwise start from the recipe."""
-    default = TrainConfig()
-    return {key: getattr(default, key) for key in RECIPES[model] if key != "model"}
-
-
 def runs(task: str) -> list[tuple[str, list[str]]]:
     """``(run name, cellgraph train arguments)`` of every run."""
     out = []
@@ -93,7 +86,7 @@ def runs(task: str) -> list[tuple[str, list[str]]]:
         for model, arms in ARMS.items():
             for arm, settings in arms.items():
                 epochs = EPOCHS if settings.get("warm_start") == "teacher" else TEACHER_EPOCHS + EPOCHS
-                sets = {**BASE, **_paper(model), **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
+                sets = {**BASE, **paper_settings(model), **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
         sets = {**BASE, **PLANTED_MODELS["gru"], "epochs": TEACHER_EPOCHS + EPOCHS, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))

@@ -29,7 +29,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
-    "TrainConfig", "PRESETS", "RECIPES", "SEARCH_RANGES", "resolve_config", "load_run_config",
+    "TrainConfig", "PRESETS", "RECIPES", "paper_settings", "SEARCH_RANGES", "resolve_config", "load_run_config",
     "parse_set", "key_table", "compact", "preset_conflicts", "valid_device", "AUTO_TD_MATCH", "resolved_td_match",
 ]
 
@@ -335,6 +335,14 @@ RECIPES: dict[str, dict[str, Any]] = {
     "rrnn-gru": _preset(model="rrnn-gru", tree="gru_torch", placement="flexible", **_RECIPE),
 }
 PRESETS.update({f"recipe-{model}": recipe for model, recipe in RECIPES.items()})
+
+
+def paper_settings(model: str) -> dict[str, Any]:
+    """The paper's values (:class:`TrainConfig`'s defaults) of every key the discovery recipe of
+    ``model`` sets, to give ``cellgraph train`` explicitly where it would otherwise start from
+    the recipe (empty for a model without one)."""
+    default = TrainConfig()
+    return {key: getattr(default, key) for key in RECIPES.get(model, {}) if key != "model"}
 
 #: The paper's random-search ranges (Appendix tables "search range"), plus our table for full
 #: RRNN (marked below): key -> (low, high, scale). The RRNN-GRU table's lambda_2, lambda_3, lambda_4 rows are mapped by the same slots as

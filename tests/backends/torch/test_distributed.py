@@ -18,7 +18,7 @@ import torch
 from cellgraph.backends.torch import train as torch_train
 from cellgraph.backends.torch.distributed import Distributed, launched, share
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import TrainConfig
+from cellgraph.experiment.config import TrainConfig, paper_settings
 from cellgraph.experiment.runlog import RunLog
 
 TINY = dict(task="planted", hidden_size=16, max_train=64, max_eval=32, seq_len=5, epochs=2, batch_size=16,
@@ -54,6 +54,9 @@ with launched() as dist:
 
 
 def _cli_sets(settings: dict) -> list[str]:
+    """``--set`` flags of ``settings`` over the paper's values of the recipe's keys, so that the
+    command line trains what ``TrainConfig(**settings)`` does."""
+    settings = {**paper_settings(settings.get("model", "")), **settings}
     return [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
 
 

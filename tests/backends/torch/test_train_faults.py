@@ -18,7 +18,7 @@ from cellgraph.backends.torch import train as torch_train
 from cellgraph.backends.torch.checkpoint import load_checkpoint, save_checkpoint
 from cellgraph.backends.torch.train import TrainingStopped, train
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import TrainConfig
+from cellgraph.experiment.config import TrainConfig, paper_settings
 from cellgraph.experiment.runlog import RunLog
 
 TINY = dict(task="planted", model="rrnn-gru", hidden_size=8, scoring_hidden=8, max_train=32, max_eval=16,
@@ -44,7 +44,7 @@ def test_resume_after_sigkill_is_bit_exact(tmp_path, model):
     """A real ``cellgraph train`` is killed in epoch 2 or later and resumed; its metrics equal
     those of an uninterrupted run of the same seed (computed here, in-process)."""
     settings = {**TINY, "model": model, "epochs": 4, "max_train": 96, "n_iterations": 3}
-    sets = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+    sets = [a for k, v in {**paper_settings(model), **settings}.items() for a in ("--set", f"{k}={v}")]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     train(TrainConfig(**settings), whole, log=lambda s: None)
     proc = subprocess.Popen(_cli(*sets, "--out", str(killed)), env=QUIET,
