@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, MODES, TAU_UNITS
 from cellgraph.algorithms.distance import MATCHES
+from cellgraph.data.text import WIKI_CLEANINGS
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
 
@@ -191,6 +192,10 @@ class TrainConfig:
                           "hard)", one_of(MODES))
     # data
     data_seed: int = _key(0, "seed of the data set's random draws (fixed while seed varies)", at_least(0))
+    wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: the cleaning of enwik8: wikifil (Mahoney's "
+                              "wikifil.pl rules, the paper's authors' text) or paper (the paper's "
+                              "sentence: digits dropped, markup words kept; a config.json without this "
+                              "key predates it and reads as paper)", one_of(tuple(WIKI_CLEANINGS)))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ../shared/data)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
                       "random)")
@@ -459,13 +464,17 @@ def resolve_config(
     return config
 
 
+#: The enwik8 cleaning of a recorded run whose config.json has no ``wiki_cleaning`` (it predates the key).
+RECORDS_BEFORE_WIKI_CLEANING = "paper"
+
+
 def load_run_config(path: str | Path) -> TrainConfig:
     """The :class:`TrainConfig` recorded in a JSON file (a run folder's ``config.json``),
     validated like a TOML file: errors name the file and the key."""
     values = read_json(path)
     if not isinstance(values, dict):
         raise FormatError("", "expected a JSON object of settings", str(path))
-    return _build([(str(path), values)])
+    return _build([(str(path), {"wiki_cleaning": RECORDS_BEFORE_WIKI_CLEANING, **values})])
 
 
 def _build(layers: list[tuple[str, Mapping[str, Any]]]) -> TrainConfig:
