@@ -227,6 +227,32 @@ def run_gru(checkout: Path, work: Path, args: argparse.Namespace, log: io.TextIO
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {"rrnn-gru": run_rrnn_gru, "gru": run_gru}
 
 
+def table(out: Path) -> str:
+    """The records in ``out`` as Markdown: per model and settings, the mean ± sample std over
+    seeds of the last epoch's validation BPC, the best epoch's, and the test BPC (last epoch)."""
+    import statistics
+
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for path in sorted(out.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        groups.setdefault((record["model"], record["settings"], record["epochs"]), []).append(record)
+
+    def cell(values: list[float]) -> str:
+        if not all(map(math.isfinite, values)):
+            return "not finite"
+        mean, form = statistics.fmean(values), ".3f" if max(map(abs, values)) < 100 else ".3g"
+        return f"{mean:{form}}" + (f" ± {statistics.stdev(values):{form}}" if len(values) > 1 else "")
+
+    lines = ["| their model | settings | epochs | seeds | val, last epoch | val, best epoch | test, last epoch |",
+             "|---|---|---|---|---|---|---|"]
+    for (model, settings, epochs), records in groups.items():
+        last, best = [r["val_bpc"][-1] for r in records], [min(r["val_bpc"]) for r in records]
+        seeds = ", ".join(str(r["seed"]) for r in records)
+        lines.append(f"| {model} | {settings} | {epochs} | {seeds} | {cell(last)} | {cell(best)} | "
+                     f"{cell([r['test_bpc'] for r in records])} |")
+    return "\n".join(lines)
+
+
 def final_lines(printed: str) -> str:
     """What a terminal shows at the end: each line's text after its last carriage return (progress
     bars redraw with them), without colour codes."""
@@ -263,9 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="witness-work", help="folder of the corpus, the pickle and their run files")
     parser.add_argument("--out", default="results/witness", help="folder of the records")
     parser.add_argument("--shims", action="store_true", help="list the compatibility shims and exit")
+    parser.add_argument("--table", action="store_true", help="print the records in --out as a table and exit")
     args = parser.parse_args(argv)
     if args.shims:
         print(shims_table())
+        return 0
+    if args.table:
+        print(table(Path(args.out)))
         return 0
     if not args.checkout or not args.model:
         parser.error("CHECKOUT and MODEL are required (or --shims)")
