@@ -95,3 +95,20 @@ def test_a_run_loads_its_configured_cleaning():
         data = load_data(TrainConfig(task="wiki5k", model="gru", wiki_cleaning=cleaning))
         assert data.info["wiki_cleaning"] == cleaning
     assert TrainConfig().wiki_cleaning == "wikifil"
+
+
+def test_a_recorded_config_without_the_key_reads_as_the_paper_text(tmp_path):
+    import json
+
+    from cellgraph.errors import FormatError
+    from cellgraph.experiment.config import TrainConfig, load_run_config
+
+    path = tmp_path / "config.json"
+    recorded = {k: v for k, v in TrainConfig(task="wiki", model="gru").to_dict().items() if k != "wiki_cleaning"}
+    path.write_text(json.dumps(recorded))
+    assert load_run_config(path).wiki_cleaning == "paper"
+    path.write_text(json.dumps({**recorded, "wiki_cleaning": "wikifil"}))
+    assert load_run_config(path).wiki_cleaning == "wikifil"
+    path.write_text(json.dumps({**recorded, "wiki_cleaning": "text8"}))
+    with pytest.raises(FormatError, match="wiki_cleaning.*must be one of wikifil, paper"):
+        load_run_config(path)
