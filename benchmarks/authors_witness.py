@@ -65,6 +65,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
+from cellgraph.data.text import WIKI_CLEANINGS
+
 #: (their file, line, what is applied from outside, why).
 SHIMS: tuple[tuple[str, int, str, str], ...] = (
     ("standard_data.py", 9, "a stub module torchtext with data.Dataset = torch.utils.data.Dataset",
@@ -221,7 +223,7 @@ def run_gru(checkout: Path, work: Path, args: argparse.Namespace, log: io.TextIO
                                       batch_size=256, verbose=0)[0]
     return {"params": params, "val_bpc": [v / LN2 for v in history.history["val_loss"]],
             "train_bpc": [v / LN2 for v in history.history["loss"]], "test_bpc": float(test_loss) / LN2,
-            "note": "Keras losses include the L2 terms (3.6e-7 times the squared kernels)"}
+            "note": f"Keras losses include the L2 terms ({params['reg']:g} times the squared kernels)"}
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {"rrnn-gru": run_rrnn_gru, "gru": run_gru}
@@ -285,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="rrnn-gru: their trainer stops after the epoch that passes this")
     parser.add_argument("--data", default=None, help="data folder (as cellgraph's --data)")
     parser.add_argument("--data-seed", type=int, default=0, help="cellgraph's data_seed of the windows")
-    parser.add_argument("--cleaning", default="wikifil", choices=("wikifil", "paper"))
+    parser.add_argument("--cleaning", default="wikifil", choices=tuple(WIKI_CLEANINGS))
     parser.add_argument("--work", default="witness-work", help="folder of the corpus, the pickle and their run files")
     parser.add_argument("--out", default="results/witness", help="folder of the records")
     parser.add_argument("--shims", action="store_true", help="list the compatibility shims and exit")
