@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import math
@@ -75,8 +76,9 @@ SHIMS: tuple[tuple[str, int, str, str], ...] = (
     ("trainer.py", 6, "the same torchtext stub", "imported, not used"),
     ("standard_data.py", 25, "gensim's Word2Vec.load returns the model's KeyedVectors (.wv)",
      "gensim 4 models are not subscriptable; their code reads EMBED['a'] (lines 30, 93, 95)"),
-    ("trainer.py", 322, "torch.load of ../gru_parameters_new.pt with weights_only=False",
-     "the file is a pickled nn.GRU module; torch >= 2.6 loads only tensors by default"),
+    ("trainer.py", 322, "their trainer's torch.load (their_torch) reads ../gru_parameters_new.pt with "
+     "weights_only=False", "the file is a pickled nn.GRU module of the legacy format, which has no "
+     "tensors-only form; torch >= 2.6 loads only tensors by default"),
     ("trainer.py", 322, "nn.GRU unpickling sets _flat_weights from the module's parameters where the "
      "pickle lacks them", "the module was pickled by a torch older than 1.4, whose GRU kept no "
      "_flat_weights; today's __setstate__ reads them"),
@@ -127,8 +129,6 @@ def install_shims() -> None:
     sys.modules["torchtext"] = stub
     load = Word2Vec.load
     Word2Vec.load = classmethod(lambda cls, *a, **k: load(*a, **k).wv)  # type: ignore[method-assign]
-    torch_load = torch.load
-    torch.load = lambda f, *a, **k: torch_load(f, *a, **{"weights_only": False, **k})
     setstate = torch.nn.GRU.__setstate__
 
     def gru_setstate(self: Any, state: dict[str, Any]) -> None:
@@ -138,6 +138,23 @@ def install_shims() -> None:
         setstate(self, state)
 
     torch.nn.GRU.__setstate__ = gru_setstate
+
+
+def their_torch(loaded: dict[str, Any]) -> types.ModuleType:
+    """torch as their ``trainer.py`` sees it: the same, but its one ``torch.load`` call (line 322,
+    ``../gru_parameters_new.pt``; ``warm_start`` is off) unpickles their GRU module, which has
+    no tensors-only form, and keeps it in ``loaded["gru"]``. This is the one file cellgraph
+    unpickles: a file of the checkout the user names, whose code this script runs anyway."""
+    import torch
+
+    def load(path: str, *args: Any, **kwargs: Any) -> Any:
+        loaded["gru"] = torch.load(path, weights_only=False)
+        return loaded["gru"]
+
+    view = types.ModuleType("torch")
+    view.__dict__.update(torch.__dict__)
+    view.load = load  # type: ignore[attr-defined]
+    return view
 
 
 def write_their_data(checkout: Path, work: Path, args: argparse.Namespace) -> Any:
@@ -183,15 +200,16 @@ def run_rrnn_gru(checkout: Path, work: Path, args: argparse.Namespace, log: io.T
     os.chdir(run_dir)
     for stale in ("val_loss.txt", "val_acc.txt"):
         Path(stale).unlink(missing_ok=True)
+    loaded: dict[str, Any] = {}
+    trainer.torch = their_torch(loaded)
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         trainer.run(params)
     val = [float(line.split()[0]) / 20 / LN2 for line in Path("val_loss.txt").read_text().splitlines()]
     model = RRNNforGRU(trainer.HIDDEN_SIZE, 27, batch_size=params["batch_size"],
                        scoring_hsize=params["scoring_hidden_size"])
-    model.load_state_dict(torch.load("final_weights.pt"))
-    gru = torch.load("../gru_parameters_new.pt")
+    model.load_state_dict(torch.load("final_weights.pt", weights_only=True))  # a state dict
     test = standard_data.EnWik8Clean(subset="test", n_data=SIZES["test"])
-    scorer = trainer.RRNNTrainer(model, gru, None, None, params)
+    scorer = trainer.RRNNTrainer(model, loaded["gru"], None, None, params)
     with torch.no_grad():
         x, y = next(iter(DataLoader(test, batch_size=len(test))))
         losses, accuracy, _ = scorer.train_step_cuda(x, y)
@@ -265,7 +283,7 @@ def versions(checkout: Path) -> dict[str, str]:
     found = {"python": platform.python_version(), "machine": platform.platform()}
     for name in ("torch", "numpy", "gensim", "tensorflow", "keras"):
         with contextlib.suppress(ImportError):
-            found[name] = __import__(name).__version__
+            found[name] = importlib.import_module(name).__version__
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
         found["checkout"] = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True,
                                            capture_output=True, text=True).stdout.strip()

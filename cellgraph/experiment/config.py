@@ -192,10 +192,9 @@ class TrainConfig:
                           "hard)", one_of(MODES))
     # data
     data_seed: int = _key(0, "seed of the data set's random draws (fixed while seed varies)", at_least(0))
-    wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: the cleaning of enwik8: wikifil (Mahoney's "
-                              "wikifil.pl rules, the paper's authors' text) or paper (the paper's "
-                              "sentence: digits dropped, markup words kept; a config.json without this "
-                              "key predates it and reads as paper)", one_of(tuple(WIKI_CLEANINGS)))
+    wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: enwik8's cleaning: wikifil (wikifil.pl's rules, "
+                              "the authors' text) or paper (the paper's sentence); a config.json "
+                              "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ../shared/data)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
                       "random)")
