@@ -119,6 +119,8 @@ def load_data(config: TrainConfig) -> Dataset:
     options: dict[str, Any] = {"seed": config.data_seed}
     if config.task != "sst":
         options["seq_len"] = config.seq_len
+    if config.task in ("wiki", "wiki5k"):
+        options["wiki_cleaning"] = config.wiki_cleaning
     data = load_dataset(config.task, config.data_dir or None, **options)
     return Dataset(data.name, data.task, data.metric, data.vocab, _head(data.train, config.max_train),
                    _head(data.val, config.max_eval), _head(data.test, config.max_eval), data.classes,

@@ -16,8 +16,12 @@ Sec. 5.1). Each loader returns a :class:`~cellgraph.data.datasets.Dataset`.
        punctuation, wiki markup characters ``[[ ]] {{ }} | = ' *``, non-ASCII letters,
        newlines) to one space. Words inside markup (link targets, template names) stay.
 
-    Pages are joined by one space. Vocabulary: ``" abcdefghijklmnopqrstuvwxyz"`` (id 0 is
-    the space; no padding). Bytes that are not UTF-8 decode to U+FFFD, hence a space.
+    Pages are joined by one space. Bytes that are not UTF-8 decode to U+FFFD, hence a space.
+    This is the ``paper`` cleaning (``wiki_cleaning = "paper"``). The default, ``wikifil``
+    (:mod:`cellgraph.data.wikifil`), is the one the paper's authors used: Mahoney's
+    ``wikifil.pl`` rules, which also spell digits out and drop templates, tables, link
+    targets, ``<ref>`` contents, URLs and redirect pages. Either way the vocabulary is
+    ``" abcdefghijklmnopqrstuvwxyz"`` (id 0 is the space; no padding).
 ``ptb`` (:func:`load_lm`), word level, metric perplexity
     Mikolov's ``ptb.{train,valid,test}.txt``: whitespace tokens, ``<eos>`` at each line
     end. Train/val/test windows are drawn from the respective files. Vocabulary: every
@@ -53,10 +57,12 @@ import numpy as np
 
 from cellgraph.data.datadir import data_subdir, fetch_command
 from cellgraph.data.datasets import Dataset, Split, sample_windows
+from cellgraph.data.wikifil import clean_wikifil
 from cellgraph.errors import CellGraphError, FormatError
 
 __all__ = [
     "WIKI_ALPHABET",
+    "WIKI_CLEANINGS",
     "SST_CLASSES",
     "SST_FIVE_TO_THREE",
     "clean_enwik8",
@@ -72,6 +78,14 @@ __all__ = [
 ]
 
 WIKI_ALPHABET = " abcdefghijklmnopqrstuvwxyz"
+#: The cleanings of enwik8 (``wiki_cleaning``): name -> what it does, as run records state it.
+WIKI_CLEANINGS = {
+    "wikifil": "Mahoney's wikifil.pl rules (the paper's authors' text): <text> bodies of non-redirect "
+               "pages, templates, tables, link targets, <ref> contents and URLs dropped, digits "
+               "spelled out, lower-cased, runs of non a-z -> one space",
+    "paper": "<text> bodies, XML unescaped, HTML tags/entities dropped, lower-cased, runs of non a-z "
+             "-> one space (the paper's sentence; digits dropped)",
+}
 SST_CLASSES = ("negative", "neutral", "positive")
 #: SST's 5-class root label -> 3-class id.
 SST_FIVE_TO_THREE = (0, 0, 1, 2, 2)
@@ -116,13 +130,16 @@ def find_enwik8(data_dir: PathLike) -> Path:
     )
 
 
-def read_enwik8(path: PathLike) -> str:
-    """The cleaned text of an enwik8 file (raw XML, or a zip holding one member)."""
-    return _cleaned_enwik8(_stamp(path))
+def read_enwik8(path: PathLike, cleaning: str = "wikifil") -> str:
+    """The cleaned text of an enwik8 file (raw XML, or a zip holding one member);
+    ``cleaning``: one of :data:`WIKI_CLEANINGS`."""
+    if cleaning not in WIKI_CLEANINGS:
+        raise CellGraphError(f"unknown wiki cleaning {cleaning!r} (known: {', '.join(WIKI_CLEANINGS)})")
+    return _cleaned_enwik8(_stamp(path), cleaning)
 
 
 @lru_cache(maxsize=2)
-def _cleaned_enwik8(stamp: tuple[str, int, int]) -> str:
+def _cleaned_enwik8(stamp: tuple[str, int, int], cleaning: str) -> str:
     path = stamp[0]
     if zipfile.is_zipfile(path):
         try:
@@ -136,8 +153,8 @@ def _cleaned_enwik8(stamp: tuple[str, int, int]) -> str:
             raise FormatError("", f"expected a zip with one member (enwik8), got {members}", path)
     else:
         raw = Path(path).read_bytes()
-    text = clean_enwik8(raw.decode("utf-8", errors="replace"))
-    if not text:
+    text = clean_wikifil(raw) if cleaning == "wikifil" else clean_enwik8(raw.decode("utf-8", errors="replace"))
+    if not text.strip():
         raise FormatError("", "expected MediaWiki XML with <text> page bodies, found none", path)
     return text
 
@@ -182,20 +199,20 @@ class _Corpus:
     info: dict[str, Any]
 
 
-def _wiki_corpus(data_dir: PathLike) -> _Corpus:
+def _wiki_corpus(data_dir: PathLike, cleaning: str) -> _Corpus:
     path = find_enwik8(data_dir)
-    text = read_enwik8(path)
+    text = read_enwik8(path, cleaning)
     lookup = np.zeros(256, np.int64)
     lookup[np.frombuffer(WIKI_ALPHABET.encode(), np.uint8)] = np.arange(len(WIKI_ALPHABET))
     return _Corpus(
         "bpc", tuple(WIKI_ALPHABET), {"all": lookup[np.frombuffer(text.encode("ascii"), np.uint8)]}, {"all": path},
-        {"source": str(path), "clean_chars": len(text),
-         "cleaning": "<text> bodies, XML unescaped, HTML tags/entities dropped, "
-                     "lower-cased, runs of non a-z -> one space"},
+        {"source": str(path), "clean_chars": len(text), "wiki_cleaning": cleaning,
+         "cleaning": WIKI_CLEANINGS[cleaning]},
     )
 
 
-def _ptb_corpus(data_dir: PathLike) -> _Corpus:
+def _ptb_corpus(data_dir: PathLike, cleaning: str) -> _Corpus:
+    """PTB's corpus (``cleaning``, a wiki setting, does not apply)."""
     paths = find_ptb(data_dir)
     tokens = {k: read_ptb(p) for k, p in paths.items()}
     counts = Counter(tokens["train"])
@@ -220,15 +237,17 @@ def load_lm(
     *,
     corpus: str,
     name: str | None = None,
+    wiki_cleaning: str = "wikifil",
 ) -> Dataset:
     """Random disjoint ``seq_len``-token sequences of a language-modelling corpus (targets: the
     next tokens, so windows of ``seq_len + 1``; the paper's 10,000 / 1,000 / 2,000 sequences of
     20 by default): ``wiki``, the characters of cleaned enwik8, all splits from one stream;
     ``ptb``, the words of PTB, each split from its own file. ``name``: the data set's name
-    (default the corpus'; ``wiki5k`` is ``wiki`` with ``n_train=5000``)."""
+    (default the corpus'; ``wiki5k`` is ``wiki`` with ``n_train=5000``). ``wiki_cleaning``: the
+    cleaning of enwik8 (:data:`WIKI_CLEANINGS`)."""
     if corpus not in _CORPORA:
         raise CellGraphError(f"unknown corpus {corpus!r} (known: {', '.join(_CORPORA)})")
-    found, name = _CORPORA[corpus](data_dir), name or corpus
+    found, name = _CORPORA[corpus](data_dir, wiki_cleaning), name or corpus
     rng = np.random.default_rng(seed)
     sizes = {"train": n_train, "val": n_val, "test": n_test}
     if "all" in found.streams:

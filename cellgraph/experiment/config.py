@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, MODES, TAU_UNITS
 from cellgraph.algorithms.distance import MATCHES
+from cellgraph.data.text import WIKI_CLEANINGS
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
 
@@ -211,6 +212,9 @@ class TrainConfig:
                           "hard)", one_of(MODES))
     # data
     data_seed: int = _key(0, "seed of the data set's random draws (fixed while seed varies)", at_least(0))
+    wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: enwik8's cleaning: wikifil (wikifil.pl's rules, "
+                              "the authors' text) or paper (the paper's sentence); a config.json "
+                              "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ~/.cache/cellgraph, where "
                          "`cellgraph data fetch` stores the data sets)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
@@ -534,13 +538,17 @@ def resolve_config(
     return config
 
 
+#: The enwik8 cleaning of a recorded run whose config.json has no ``wiki_cleaning`` (it predates the key).
+RECORDS_BEFORE_WIKI_CLEANING = "paper"
+
+
 def load_run_config(path: str | Path) -> TrainConfig:
     """The :class:`TrainConfig` recorded in a JSON file (a run folder's ``config.json``),
     validated like a TOML file: errors name the file and the key."""
     values = read_json(path)
     if not isinstance(values, dict):
         raise FormatError("", "expected a JSON object of settings", str(path))
-    return _build([(str(path), values)])
+    return _build([(str(path), {"wiki_cleaning": RECORDS_BEFORE_WIKI_CLEANING, **values})])
 
 
 def _build(layers: list[tuple[str, Mapping[str, Any]]]) -> TrainConfig:

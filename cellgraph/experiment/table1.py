@@ -32,7 +32,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from cellgraph.experiment.config import SEARCH_RANGES
+from cellgraph.experiment.config import SEARCH_RANGES, load_run_config
 from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, Arm, Experiment
 from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.summary import format_value, summarize
@@ -159,10 +159,21 @@ def results_table(records: Path, exps: Sequence[Experiment] = PROTOCOL) -> str:
         first = True
         for arm in exp.arms:
             for kind in _ROWS:
-                cells = [_TITLES[exp.name] if first else ""] + _row(records, exp, arm.model, kind, cpu)
+                cells = [_title(records, exp) if first else ""] + _row(records, exp, arm.model, kind, cpu)
                 lines.append("| " + " | ".join(cells) + " |")
                 first = False
     return _noted(lines)
+
+
+def _title(records: Path, exp: Experiment) -> str:
+    """The experiment's title; a Wiki one names the enwik8 cleaning of its records
+    (``wiki_cleaning``; records older than the key read as ``paper``)."""
+    title = _TITLES[exp.name]
+    if exp.task not in ("wiki", "wiki5k"):
+        return title
+    found = sorted({load_run_config(p / "config.json").wiki_cleaning
+                    for p in records.glob(f"{exp.name}-*-s*") if (p / "config.json").is_file()})
+    return f"{title} ({' + '.join(found)} text)" if found else title
 
 
 def _noted(lines: list[str]) -> str:

@@ -47,7 +47,7 @@ def test_enwik8_zip_and_missing_text(tmp_path):
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("enwik8", XML)
     assert find_enwik8(tmp_path) == archive
-    assert read_enwik8(archive).startswith("anarchism is")
+    assert read_enwik8(archive).startswith(" anarchism is") and read_enwik8(archive, "paper").startswith("anarchism is")
     bad = tmp_path / "other" / "enwik8"
     bad.parent.mkdir()
     bad.write_text("<mediawiki><page><title>x</title></page></mediawiki>")

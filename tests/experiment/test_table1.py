@@ -150,3 +150,15 @@ def test_the_reading_sets_each_model_s_better_row_on_validation_against_the_gru(
     shutil.rmtree(records / "wiki-best-rrnn-gru-s2")
     (line,) = [line for line in reading_table(records).splitlines() if line.startswith("| Wiki-10k")]
     assert line.endswith("| RRNN-GRU: best row, 2 of 3 seeds finished |")
+
+
+def test_a_wiki_title_names_the_cleaning_of_its_records(tmp_path):
+    """Records made before ``wiki_cleaning`` existed (no key in config.json) read as ``paper``."""
+    names = [f"wiki5k-preset-gru-s{s}" for s in range(2)]
+    records = records_with(tmp_path, names, "")
+    assert all("wiki_cleaning" not in read_json(records / n / "config.json") for n in names)
+    title = [line for line in results_table(records).splitlines() if line.startswith("| Wiki-")]
+    assert title[0].startswith("| Wiki-5k, BPC ↓ (paper text) |") and title[1].startswith("| Wiki-10k, BPC ↓ |")
+    config = records / names[1] / "config.json"
+    config.write_text(json.dumps({**read_json(config), "wiki_cleaning": "wikifil"}), encoding="utf-8")
+    assert "| Wiki-5k, BPC ↓ (paper + wikifil text) |" in results_table(records)

@@ -88,9 +88,19 @@ def test_the_package_has_modules_to_check():
     assert {"cellgraph/export/jsonio.py", "cellgraph/experiment/config.py", "backends/torch/checkpoint.py"} <= names
 
 
+#: Modules that may unpickle, with how many calls and why. benchmarks/authors_witness.py runs the
+#: paper's authors' code from a checkout the user names, and their trainer needs their pickled GRU
+#: module (legacy format: no tensors-only form); no cellgraph command reaches it.
+THIRD_PARTY_LOADS = {"benchmarks/authors_witness.py": 1}
+
+
 @pytest.mark.parametrize("path", modules(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_module_can_run_code_from_data(path):
-    assert violations(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix()) == []
+    where = path.relative_to(ROOT).as_posix()
+    found = violations(path.read_text(encoding="utf-8"), where)
+    unpickling = [f for f in found if f.endswith("calls torch.load without weights_only=True")]
+    assert len(unpickling) == THIRD_PARTY_LOADS.get(where, 0), unpickling
+    assert [f for f in found if f not in unpickling] == []
 
 
 @pytest.mark.parametrize("source", [

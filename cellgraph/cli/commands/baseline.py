@@ -11,6 +11,7 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     from cellgraph.data.datadir import DATA_DIR_HELP
+    from cellgraph.data.text import WIKI_CLEANINGS
     from cellgraph.experiment.reproduce import PROTOCOL
 
     tasks = list(dict.fromkeys(exp.task for exp in PROTOCOL))  # the Table 1 protocol's data sets
@@ -20,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tasks", nargs="*", metavar="TASK", default=tasks,
                    help=f"data sets (default: {' '.join(tasks)})")
     p.add_argument("--data", metavar="DIR", default=None, help=DATA_DIR_HELP)
+    p.add_argument("--wiki-cleaning", choices=tuple(WIKI_CLEANINGS), default="wikifil",
+                   help="the cleaning of enwik8 for wiki and wiki5k (default wikifil; see wiki_cleaning)")
     p.set_defaults(func=run)
 
 
@@ -31,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     print("| task | baseline | metric | val | test | smoothing a |")
     print("|---|---|---|---|---|---|")
     for task in args.tasks:
-        for row in baselines(load_dataset(task, args.data)):
+        options = {"wiki_cleaning": args.wiki_cleaning} if task in ("wiki", "wiki5k") else {}
+        for row in baselines(load_dataset(task, args.data, **options)):
             alpha = "—" if row["alpha"] is None else f"{row['alpha']:g}"
             print(f"| {task} | {row['baseline']} | {row['metric']} | {format_value((row['val'], None), row['metric'])} "
                   f"| {format_value((row['test'], None), row['metric'])} | {alpha} |", flush=True)
