@@ -73,3 +73,12 @@ def test_lm_baselines_report_the_best_smoothing_in_the_task_metric(metric, conve
         assert row["metric"] == metric and row["alpha"] == best
         assert row["val"] == pytest.approx(convert(val[best]), rel=1e-12)
         assert row["test"] == pytest.approx(convert(ngram_nats(data.train, data.test, order, 3, best)), rel=1e-12)
+
+
+def test_a_token_never_in_training_gets_the_smoothing_mass():
+    """A test token whose id is above every training target's (a word seen only in test)
+    has count 0: probability ``a / (N + a V)`` under the unigram, not an index error."""
+    train = _split([[0, 1, 0]], 0)  # targets 1, 0, 0 (rolled): ids 0 and 1 only
+    held = Split(np.array([[1]]), np.array([[2]]), np.array([0]), source="toy")
+    alpha, V = 0.5, 3
+    assert ngram_nats(train, held, 0, V, alpha) == pytest.approx(-math.log(alpha / (3 + alpha * V)), rel=1e-12)
