@@ -30,3 +30,24 @@ def test_expressions_are_immutable_and_say_so():
 def test_a_leaf_name_is_a_non_empty_string(name):
     with pytest.raises(CellGraphError, match=rf"^leaf name must be a non-empty string, got {name!r}$"):
         Leaf(name, "data")
+
+
+def test_depth_and_size_count_internal_nodes_of_the_unfolded_tree():
+    shared = Node("add", "sigmoid", 0, x, h)
+    root = Node("mul", "tanh", 0, shared, Node("add", "tanh", 1, shared, x))
+    assert (shared.depth, shared.size) == (1, 1)
+    assert (root.depth, root.size) == (3, 4)  # shared counted once per use
+
+
+@pytest.mark.parametrize("args, problem", [
+    ((True, x, h), "tuple index must be an integer >= 0"),
+    ((-1, x, h), "tuple index must be an integer >= 0"),
+    (("0", x, h), "tuple index must be an integer >= 0"),
+    ((0, None, h), "missing left child (a generated node has two)"),
+    ((0, x, "h"), "right child must be a Leaf or Node, got str"),
+])
+def test_node_errors_name_the_node_and_the_problem(args, problem):
+    tuple_index = args[0]
+    with pytest.raises(CellGraphError) as err:
+        Node("add", "tanh", *args)
+    assert str(err.value) == f"Node(op='add', act='tanh', tuple={tuple_index!r}): {problem}"
