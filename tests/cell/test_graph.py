@@ -78,3 +78,11 @@ def test_validate_checks_every_run_against_the_layout():
                                              r"of 1 tuples \(W\)$"):
         cell.validate(layout)
     assert cell.validate(None) is cell
+
+
+def test_two_left_edges_are_not_an_internal_node():
+    twice = _hand_made()
+    twice.edges["c", "n"]["edge"] = "L"
+    with pytest.raises(CellGraphError, match=r"^node 'n': an internal node needs exactly one 'L' and one 'R' child, "
+                                             r"got 2 in-edges labelled \['L'\]$"):
+        CellGraph.from_networkx(twice)

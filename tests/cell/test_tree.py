@@ -31,3 +31,23 @@ def test_errors_name_the_problem():
 def test_repr_shows_ops_swaps_and_leaves():
     assert repr(TREE) == "Tree(add/tanh/0: Tree(mul/sigmoid/1: Tree(Leaf('x')), Tree(Leaf('h'))), Tree(Leaf('h')))"
     assert repr(TREE.swap()).startswith("Tree(add/tanh/0, swapped: Tree(Leaf('h')), ")
+
+
+def test_malformed_positions_are_one_line_errors():
+    node = TREE.expr
+    inner, leaf = TREE.children
+    with pytest.raises(CellGraphError, match=r"^add/tanh node needs exactly two children, got 1$"):
+        Tree(node, (inner,))
+    with pytest.raises(CellGraphError, match=r"^edges must be \('L','R'\) or \('R','L'\), got \('L', 'L'\)$"):
+        Tree(node, (inner, leaf), ("L", "L"))
+    with pytest.raises(CellGraphError, match=r"^children of tanh\[add_0\]\(sigmoid\[mul_1\]\(x, h\), h\) do not match "
+                                             r"its left/right operands under edges \('L', 'R'\)$"):
+        Tree(node, (inner, Tree(x)))  # only the right operand is wrong
+    with pytest.raises(CellGraphError, match=r"^vector at x must be 1-d, got shape \(1, 2\)$"):
+        Tree(x, vector=[[1.0, 2.0]])
+
+
+def test_a_vector_is_a_read_only_float64_copy():
+    given = [1, 2]
+    t = Tree(x, vector=given)
+    assert t.vector.dtype == "float64" and not t.vector.flags.writeable and t.vector.tolist() == [1.0, 2.0]

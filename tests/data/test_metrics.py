@@ -109,6 +109,17 @@ def test_summary_and_describe_of_a_classification_set():
         "  source: hand-made"]
 
 
+def test_class_counts_cover_every_class_and_an_lm_set_has_none():
+    counts = dataclasses.replace(_classify(), val=_rows([[1, 1]], [0])).summary()["class_counts"]
+    assert counts["val"] == [1, 0]  # the last class is absent from the split, still counted
+    lm = _lm("bpc")
+    assert "class_counts" not in lm.summary()
+    assert lm.describe().splitlines()[:4] == ["toy: task lm, metric bpc, vocabulary 3, T = 3, seed 0",
+                                              "  train:      3 sequences from toy",
+                                              "  val  :      1 sequences from toy",
+                                              "  test :      1 sequences from toy"]
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(metric="bpc"), r"^dataset toy: task 'classify' with metric 'bpc' is not one of "),
     (dict(task="summarise"), r"^dataset toy: task 'summarise' with metric 'accuracy' is not one of "),

@@ -140,3 +140,8 @@ def test_key_table_lists_each_setting_with_its_rule_and_wrapped_help():
     assert help_lines and all(len(line) <= 60 for line in lines if line.startswith("      "))
     assert any(line.startswith("  ") and not line.startswith("   ") and ", must be" not in line for line in lines)
     assert not any(line.startswith("       ") for line in lines)  # help indented by 6 exactly
+
+
+def test_a_setting_without_a_rule_ends_at_its_default():
+    lines = key_table().splitlines()
+    assert "  identity_trainable: bool, default False" in lines

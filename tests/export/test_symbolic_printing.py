@@ -46,12 +46,16 @@ def test_a_function_that_is_not_one_named_call_prints_as_sympy_does():
     doubled = v.applyfunc(sp.Lambda(z, 2 * sp.tanh(z)))
     assert S.sstr(doubled) == sp.StrPrinter().doprint(doubled)
     assert S.latex(doubled) == sp.latex(doubled)
+    scaled = v.applyfunc(sp.Lambda(z, sp.tanh(2 * z)))  # one call, but not of the variable itself
+    assert S.sstr(scaled) == sp.StrPrinter().doprint(scaled) and "tanh(v)" not in S.sstr(scaled)
 
 
 def test_the_equations_are_unevaluated_p_by_1_equalities():
     eqs = S.equations(Node("add", "identity", 0, x, zero))
     assert len(eqs) == 1 and isinstance(eqs[0], sp.Eq)
     assert eqs[0].lhs.shape == (S.P, 1) and S.sstr(eqs) == "h_t = L_0*x_t + b_0"
+    small = S.equations(CELL, p=3)
+    assert all(eq.lhs.shape == (3, 1) and eq.rhs.shape == (3, 1) for eq in small)
     states = S.state_expressions(CELL, p=3)
     assert list(states) == ["h"] and states["h"].shape == (3, 1)
 
@@ -68,6 +72,7 @@ def test_layout_names_are_sums_zeros_and_identities():
 @pytest.mark.parametrize("spec, message", [
     (TupleSpec("a", "W +", "V", "b"), r"^tuple 'a': matrix name 'W \+' has an empty term$"),
     (TupleSpec("a", "W", "V", "I"), r"^tuple 'a': 'I' names an identity matrix, not a vector$"),
+    (TupleSpec("a", "W", "+V", "b"), r"^tuple 'a': matrix name '\+V' has an empty term$"),
 ])
 def test_bad_display_names_are_one_line_errors(spec, message):
     with pytest.raises(CellGraphError, match=message):
