@@ -48,3 +48,10 @@ def test_td_iso_passes_its_size_bound_on():
     assert td_iso(tree, tree, max_size=4) == 0.0
     with pytest.raises(CellGraphError, match="has 4 members, more than max_size=3"):
         td_iso(tree, tree, max_size=3)
+
+
+def test_td_names_the_predicted_tree_without_vectors():
+    from cellgraph.algorithms.distance import td
+
+    with pytest.raises(CellGraphError, match=r"^td: predicted tree: internal node at heap label 1 "):
+        td(unfold(ROOT), _with({}))
