@@ -4,6 +4,7 @@ textbook equations and description that ``cellgraph target`` prints beside the c
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cellgraph.targets import target
@@ -51,3 +52,16 @@ def test_target_names_tuples_equations_and_description(name):
     assert [(s.name, s.L, s.R, s.b) for s in t.layout.tuples if s.identity] == [("id", "I", "I", "0")]
     assert t.equations == equations
     assert t.description == description
+
+
+def test_torch_weights_are_read_as_floats_and_checked_by_name_and_shape():
+    from cellgraph.errors import CellGraphError
+    from cellgraph.targets import torch_tuples
+
+    p = 2
+    ints = torch_tuples("gru_torch", [[1] * p] * (3 * p), [[1] * p] * (3 * p), [1] * (3 * p), [1] * (3 * p))
+    assert all(np.asarray(a).dtype == np.float64 for tup in ints for a in tup)
+    with pytest.raises(CellGraphError, match=r"^torch weights map only onto gru_torch or lstm_torch, not 'gru'$"):
+        torch_tuples("gru", np.ones((6, p)), np.ones((6, p)), np.ones(6), np.ones(6))
+    with pytest.raises(CellGraphError, match=r"^gru_torch: expected weight_ih and weight_hh of shape \(6, 2\)"):
+        torch_tuples("gru_torch", np.ones((5, p)), np.ones((6, p)), np.ones(6), np.ones(6))

@@ -10,6 +10,7 @@ import sympy as sp
 import pytest
 
 from cellgraph.cell.expr import Node, h, x, zero
+from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.errors import CellGraphError
 from cellgraph.export import symbolic as S
@@ -54,8 +55,10 @@ def test_the_equations_are_unevaluated_p_by_1_equalities():
     eqs = S.equations(Node("add", "identity", 0, x, zero))
     assert len(eqs) == 1 and isinstance(eqs[0], sp.Eq)
     assert eqs[0].lhs.shape == (S.P, 1) and S.sstr(eqs) == "h_t = L_0*x_t + b_0"
-    small = S.equations(CELL, p=3)
+    small = S.equations(CELL, p=3) + S.equations(CellGraph(x, "h"), p=3)  # a leaf root: h_t = x_t
     assert all(eq.lhs.shape == (3, 1) and eq.rhs.shape == (3, 1) for eq in small)
+    leaves = {m for eq in small for m in eq.rhs.atoms(sp.MatrixSymbol) if m.name in ("x_t", "h_{t-1}")}
+    assert leaves and all(m.shape == (3, 1) for m in leaves)
     states = S.state_expressions(CELL, p=3)
     assert list(states) == ["h"] and states["h"].shape == (3, 1)
 
