@@ -15,20 +15,22 @@ PAPER_LSTM = (r"f_t = \sigma(W_f x_t + W_f' h_{t-1} + b_f)",
               r"c_t = c_{t-1} \odot f_t + i_t \odot \tanh(W_c x_t + W_c' h_{t-1} + b_c)",
               r"h_t = o_t \odot \tanh(c_t)")
 
+PAPER_GRU = (r"r_t = \sigma(W_r x_t + W_r' h_{t-1} + b_r)", r"z_t = \sigma(W_z x_t + W_z' h_{t-1} + b_z)",
+             r"\tilde h_t = \tanh(W_h x_t + W_h' (r_t \odot h_{t-1}) + b_h)",
+             r"h_t = z_t \odot h_{t-1} + (1 - z_t) \odot \tilde h_t")
+
+TORCH_GRU = (r"r_t = \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})",
+             r"z_t = \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})",
+             r"n_t = \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn}))",
+             r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}")
+
 EXPECTED = {
     "gru": (
-        [("r", "W_r", "W_r'", "b_r"), ("z", "W_z", "W_z'", "b_z"), ("h", "W_h", "W_h'", "b_h")],
-        (r"r_t = \sigma(W_r x_t + W_r' h_{t-1} + b_r)", r"z_t = \sigma(W_z x_t + W_z' h_{t-1} + b_z)",
-         r"\tilde h_t = \tanh(W_h x_t + W_h' (r_t \odot h_{t-1}) + b_h)",
-         r"h_t = z_t \odot h_{t-1} + (1 - z_t) \odot \tilde h_t"),
+        [(k, f"W_{k}", f"W_{k}'", f"b_{k}") for k in "rzh"], PAPER_GRU,
         "The paper's GRU (Eq. 1-4), reset applied before W_h' as Cho et al."),
     "gru_torch": (
         [("r", "W_ir", "W_hr", "b_ir+b_hr"), ("z", "W_iz", "W_hz", "b_iz+b_hz"), ("hn", "W_hn", "0", "b_hn"),
-         ("n", "W_in", "I", "b_in")],
-        (r"r_t = \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})",
-         r"z_t = \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})",
-         r"n_t = \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn}))",
-         r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}"),
+         ("n", "W_in", "I", "b_in")], TORCH_GRU,
         "GRU as torch.nn.GRUCell computes it (reset after the matrix, two biases)."),
     "lstm": (
         [("f", "W_f", "W_f'", "b_f"), ("i", "W_i", "W_i'", "b_i"), ("c", "W_c", "W_c'", "b_c"),
