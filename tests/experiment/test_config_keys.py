@@ -1,0 +1,147 @@
+"""Reading settings (:mod:`cellgraph.experiment.config`): how each kind of value is read from
+text, the exact one-line errors a user sees (naming the layer that set a bad value), the key
+table of ``--help``, and the helpers the trainer and the command line use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cellgraph.errors import FormatError
+from cellgraph.experiment.config import (
+    TrainConfig, key_table, load_run_config, load_toml, parse_set, preset_conflicts, resolve_config,
+    resolved_td_match,
+)
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("YES", True), ("1", True),
+                                         ("False", False), ("no", False), ("0", False)])
+def test_booleans_are_read_from_their_six_words(text, value):
+    assert resolve_config(overrides={"identity_trainable": text}).identity_trainable is value
+
+
+@pytest.mark.parametrize("key, value, kind", [("identity_trainable", "maybe", "bool"), ("identity_trainable", 1, "bool"),
+                                              ("epochs", "2.5", "int"), ("epochs", True, "int"),
+                                              ("lr", "fast", "float"), ("lr", "inf", "float"), ("lr", True, "float"),
+                                              ("lr", float("nan"), "float"), ("task", 3, "str")])
+def test_a_value_of_the_wrong_kind_names_the_layer_key_and_kind(key, value, kind):
+    with pytest.raises(FormatError, match=rf"^--set: {key}: expected a {kind}, got {value!r}$"):
+        resolve_config(overrides={key: value})
+
+
+def test_numbers_widen_and_parse():
+    config = resolve_config(overrides={"lr": 1, "epochs": "3", "clip": "0.5"})
+    assert (config.lr, config.epochs, config.clip) == (1.0, 3, 0.5) and type(config.lr) is float
+
+
+def test_unknown_and_renamed_keys_name_the_layer():
+    with pytest.raises(FormatError, match=r"^--set: lamda_td: unknown setting; did you mean lambda_td, lambda_task or "
+                                          r"lambda_l2\?$"):
+        resolve_config(overrides={"lamda_td": "1"})
+    with pytest.raises(FormatError, match=r"^--set: zzzz: unknown setting \(cellgraph train --help lists every "
+                                          r"setting\)$"):
+        resolve_config(overrides={"zzzz": "1"})
+    with pytest.raises(FormatError, match=r"^arguments: lambda1: this setting was renamed: use lambda_task$"):
+        resolve_config(base={"lambda1": 1.0})
+
+
+def test_close_misspellings_list_up_to_three_settings():
+    with pytest.raises(FormatError) as err:
+        resolve_config(overrides={"lambda_": "1"})
+    suggested = str(err.value).split("did you mean ")[1].rstrip("?").replace(" or ", ", ").split(", ")
+    assert len(suggested) == 3 and all(s.startswith("lambda") for s in suggested)
+
+
+def test_a_rule_broken_by_a_layer_names_that_layer(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text("epochs = 0\n")
+    with pytest.raises(FormatError, match=rf"^{toml}: epochs: invalid value 0: must be >= 1$"):
+        resolve_config(config_file=toml)
+    with pytest.raises(FormatError, match=r"^--set: amp: bf16 applies to gru, lstm and rrnn-gru; the full RRNN search "
+                                          r"runs in float32 \(its exclusion test compares candidates within 1e-9, "
+                                          r"far below bfloat16's resolution\)$"):
+        resolve_config(overrides={"model": "rrnn", "amp": "bf16"})
+    assert resolve_config(overrides={"model": "rrnn-gru", "amp": "bf16"}).amp == "bf16"
+
+
+def test_missing_required_settings_say_how_to_give_them():
+    with pytest.raises(FormatError, match=r"^task and model not given: name them with --task \(wiki\|wiki5k\|ptb\|"
+                                          r"sst\|planted\), --model \(rrnn\|rrnn-gru\|gru\|lstm\), or with a --preset or "
+                                          r"--config file that sets them \(cellgraph presets lists the presets\)$"):
+        resolve_config(require=("task", "model"))
+    with pytest.raises(FormatError, match=r"^seed not given: name it with --set seed=\.\.\., or with a --preset or "
+                                          r"--config file that sets it "):
+        resolve_config(require=("seed",))
+
+
+def test_toml_files(tmp_path):
+    flat, nested, bad = tmp_path / "flat.toml", tmp_path / "nested.toml", tmp_path / "bad.toml"
+    flat.write_text("epochs = 3\n")
+    nested.write_text("[train]\nepochs = 4\n")
+    assert load_toml(flat) == {"epochs": 3} and load_toml(nested) == {"epochs": 4}
+    bad.write_text("epochs = \n")
+    with pytest.raises(FormatError, match=rf"^{bad}: not valid TOML: "):
+        load_toml(bad)
+    bad.write_text("train = 3\n")
+    with pytest.raises(FormatError, match=rf"^{bad}: train: expected a table of settings$"):
+        load_toml(bad)
+    bad.write_text("lr = [1, 2]\n")
+    with pytest.raises(FormatError, match=rf"^{bad}: lr: expected a single value, got a table or array$"):
+        load_toml(bad)
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(FormatError, match=rf"^{bad}: not valid TOML: "):
+        load_toml(bad)
+    with pytest.raises(FileNotFoundError, match=rf"^config file {tmp_path / 'none.toml'} does not exist$"):
+        load_toml(tmp_path / "none.toml")
+
+
+def test_presets_are_named_and_checked_against_the_task_and_model():
+    with pytest.raises(FormatError, match=r"^--preset: unknown preset 'paper-x' \(known: paper-wiki5k-gru, "):
+        resolve_config("paper-x")
+    config = resolve_config("paper-sst-gru", overrides={"task": "ptb"})
+    assert preset_conflicts("paper-sst-gru", config) == [
+        "warning: preset paper-sst-gru is tuned for task sst, not ptb; its other settings may not suit ptb"]
+    assert preset_conflicts(None, config) == [] and preset_conflicts("mine", config) == []
+
+
+def test_set_items_split_at_the_first_equals_sign():
+    assert parse_set([" name = a=b ", "lr=1e-3"]) == {"name": "a=b", "lr": "1e-3"}
+    for bad in ("lr", "=3"):
+        with pytest.raises(FormatError, match=rf"^--set: expected key=value, got {bad!r}$"):
+            parse_set([bad])
+
+
+def test_run_config_json_is_read_and_checked(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TrainConfig(epochs=7).to_dict()))
+    assert load_run_config(path) == TrainConfig(epochs=7)
+    path.write_text("[1]")
+    with pytest.raises(FormatError, match=rf"^{path}: expected a JSON object of settings$"):
+        load_run_config(path)
+    path.write_text(json.dumps({"epochs": 0}))
+    with pytest.raises(FormatError, match=rf"^{path}: epochs: invalid value 0: must be >= 1$"):
+        load_run_config(path)
+
+
+def test_auto_td_match_follows_the_model():
+    assert resolved_td_match(TrainConfig(model="rrnn-gru")) == "root"
+    assert resolved_td_match(TrainConfig(model="rrnn")) == "internal"
+    assert resolved_td_match(TrainConfig(model="gru")) == "any"
+    assert resolved_td_match(TrainConfig(model="rrnn", td_match="root")) == "root"
+    assert TrainConfig().replace(epochs=9) == TrainConfig(epochs=9)
+
+
+def test_key_table_lists_each_setting_with_its_rule_and_wrapped_help():
+    lines = key_table(60).splitlines()
+    assert lines[0].startswith("  task: str, default 'planted', must be one of wiki, wiki5k, ptb, sst, planted")
+    seed = lines.index("  seed: int, default 0, must be >= 0")
+    help_lines = [line for line in lines[seed + 1:] if line.startswith("      ")]
+    assert help_lines and all(len(line) <= 60 for line in lines if line.startswith("      "))
+    assert any(line.startswith("  ") and not line.startswith("   ") and ", must be" not in line for line in lines)
+    assert not any(line.startswith("       ") for line in lines)  # help indented by 6 exactly
+
+
+def test_a_setting_without_a_rule_ends_at_its_default():
+    lines = key_table().splitlines()
+    assert "  identity_trainable: bool, default False" in lines
