@@ -86,7 +86,8 @@ def runs(task: str) -> list[tuple[str, list[str]]]:
         for model, arms in ARMS.items():
             for arm, settings in arms.items():
                 epochs = EPOCHS if settings.get("warm_start") == "teacher" else TEACHER_EPOCHS + EPOCHS
-                sets = {**BASE, **paper_settings(model), **PLANTED_MODELS[model], **settings, "epochs": epochs, "seed": seed}
+                sets = {**paper_settings(model), **BASE, **PLANTED_MODELS[model], **settings, "epochs": epochs,
+                        "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
         sets = {**BASE, **PLANTED_MODELS["gru"], "epochs": TEACHER_EPOCHS + EPOCHS, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))

@@ -329,11 +329,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: cellgraph's discovery recipe (docs/paper-notes.md, *Extension: the discovery recipe*), per
 #: model: trained straight-through (the argmax cell forward), the structural term, exclusion by
 #: slot, and a warm start from a gru run that the model computes exactly at step 0; structure
-#: logs compare with torch's GRU form, the teacher's. ``cellgraph train`` uses it for rrnn and
+#: logs compare with torch's GRU form, the teacher's. Without Eq. 5's TD and margin terms: TD
+#: to a frozen teacher holds the model back, and the margin is saturated from the start
+#: (RESULTS.md, "The discovery recipe"). ``cellgraph train`` uses it for rrnn and
 #: rrnn-gru when no preset is given; the paper's settings are TrainConfig's defaults and the
 #: ``paper-*`` presets'.
 _RECIPE = {"mode": "straight-through", "structure_term": True, "warm_start": "teacher", "n_tuples": 4,
-           "tau_units": "score", "tau_end": 0.0, "candidate_norm": "none", "target": "gru_torch"}
+           "tau_units": "score", "tau_end": 0.0, "candidate_norm": "none", "target": "gru_torch",
+           "lambda_td": 0.0, "lambda_margin": 0.0}
 RECIPES: dict[str, dict[str, Any]] = {
     "rrnn": _preset(model="rrnn", exclusion="slot", n_iterations=9, **_RECIPE),
     "rrnn-gru": _preset(model="rrnn-gru", tree="gru_torch", placement="flexible", **_RECIPE),
