@@ -126,8 +126,12 @@ def test_exclusion_by_slot_excludes_the_chosen_candidate_only():
     logits[2, first] = 1e4  # c_1's slot once more
     by_value = _search(space, logits, "value")
     by_slot = _search(space, logits, "slot")
-    assert not ((by_value.left[:, 1] == 2) & (by_value.right[:, 1] == 3)).any()
-    assert ((by_slot.left[:, 1] == 2) & (by_slot.right[:, 1] == 3)).all()
+
+    def rebuilt(trace):  # c_2 = id(I 0 + I c_1 + 0), the identity tuple on the zero leaf and c_1
+        return (trace.left[:, 1] == 2) & (trace.right[:, 1] == 3) & (trace.tuple_pos[:, 1] == 1)
+
+    assert not rebuilt(by_value).any()
+    assert rebuilt(by_slot).all()
     assert torch.allclose(by_slot.vectors[:, 4], by_slot.vectors[:, 3])
     assert not ((by_slot.left[:, 2] == 0) & (by_slot.right[:, 2] == 1) & (by_slot.tuple_pos[:, 2] == 0)).any()
 
@@ -141,7 +145,7 @@ def test_rrnn_gru_trees_and_its_structural_term():
         RRNNGRU(4, placement="gates", structure_term=True)
     cell = RRNNGRU(4, n_tuples=2, structure_term=True).cell
     assert cell.structure_logits.shape == (len(cell.choosing_nodes), 3)
-    assert cell.structure_logits in cell.scoring_parameters()
+    assert any(p is cell.structure_logits for p in cell.scoring_parameters())
 
 
 def test_full_rrnn_structural_logits_are_scoring_parameters():
