@@ -60,7 +60,8 @@ def _literal_step(cell, x_t: torch.Tensor, h_prev: torch.Tensor, mode: str):
         tau = cell.tau if cell.tau_units == "score" else cell.tau * scores.detach().std(1, unbiased=False, keepdim=True)
         weights = torch.softmax(scores / tau, 1)
         soft = sum(weights[:, k, None] * cands[k] for k in range(len(allowed)))
-        values[node] = {"hard": hard, "soft": soft, "straight-through": hard + (soft - soft.detach())}[mode]
+        relaxed = sum(weights[:, k, None] * cands[k].detach() for k in range(len(allowed)))  # the scores' gradient only
+        values[node] = {"hard": hard, "soft": soft, "straight-through": hard + (relaxed - relaxed.detach())}[mode]
         chosen = torch.tensor(allowed, device=a.device)[ranked[:, 0]]
         columns.append((chosen, scores.gather(1, ranked[:, :1])[:, 0], scores.gather(1, ranked[:, 1:2])[:, 0]))
     vectors = torch.stack([values[leaf] for leaf in (x, h, zero)]
