@@ -30,9 +30,12 @@ def test_quick_demo_runs_every_step(tmp_path, capsys, monkeypatch):
     assert main(["demo", "--quick", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert_every_step_ran(out, tmp_path)
-    # the starting point is shown beside the trained cell, with the identity-chain verdict
-    assert "before training (epoch 0)" in out and "after training (epoch 1)" in out
-    assert out.count("identity chain") >= 2 and "test soft" in out
+    # the models start from the teacher GRU, are compared with the GRU trained as long, and the
+    # cell shown reads x_t and h_(t-1), beside the untrained search's and against the GRU
+    assert (tmp_path / "runs" / "teacher-gru" / "final.json").exists()
+    assert "the GRU trained as long" in out
+    assert "before training (epoch 0)" in out and "that reads x_t and h_(t-1)" in out
+    assert out.count("identity chain") >= 2 and "against gru_torch" in out
 
 
 @pytest.mark.slow
