@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cellgraph.experiment.config import PRESETS, resolve_config
+from cellgraph.experiment.config import PRESETS, RECIPES, resolve_config
 
 #: The Appendix's lambda_2, lambda_3, lambda_4 are its authors' code's slots: margin, L2, TD
 #: (docs/paper-notes.md, *Loss weights*); lambda_1 weighs the task loss.
@@ -36,7 +36,11 @@ GRU = {
 
 
 def test_every_preset_is_transcribed_here():
-    assert set(PRESETS) == set(RRNN) | set(GRU)
+    """The paper's presets are the ones transcribed above; the others are cellgraph's
+    discovery recipes, one per searching model, as RECIPES holds them."""
+    assert set(PRESETS) == set(RRNN) | set(GRU) | {f"recipe-{model}" for model in RECIPES}
+    assert set(RECIPES) == {"rrnn", "rrnn-gru"}
+    assert all(PRESETS[f"recipe-{model}"] == recipe and recipe["model"] == model for model, recipe in RECIPES.items())
 
 
 @pytest.mark.parametrize("name", sorted(RRNN))
