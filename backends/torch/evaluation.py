@@ -53,7 +53,7 @@ def both_searches(model: TaskModel, dataset: Dataset, split: str, config: TrainC
     pass; the mixture is no model it trained, so it is not evaluated (unless ``eval_mode``)."""
     if not model.structured:
         return {}
-    modes = [m for m in MODES_EVALUATED if m == config.eval_mode or config.mode != "straight-through" or m == "hard"]
+    modes = [m for m in MODES_EVALUATED if config.mode != "straight-through" or m in ("hard", config.eval_mode)]
     return {f"{split}_{dataset.metric}_{mode}": chosen if mode == config.eval_mode
             else evaluate(model, dataset, split, config.replace(eval_mode=mode), dist)[dataset.metric]
             for mode in modes}

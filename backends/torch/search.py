@@ -86,7 +86,7 @@ from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
-__all__ = ["CompiledSearch", "SearchParams", "prepare", "search"]
+__all__ = ["CompiledSearch", "KeyCode", "SearchParams", "prepare", "search"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class SearchParams:
         norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`).
         structure: ``(N, n_slots)`` the structural term ``s_k`` added to ``alpha`` at
             iteration ``k`` (:mod:`cellgraph.backends.torch.structure`), indexed by a
-            candidate's :class:`_KeyCode`; None: the score is ``alpha`` alone (the paper's).
+            candidate's :class:`KeyCode`; None: the score is ``alpha`` alone (the paper's).
         exclusion: what ``v not in P_{k-1}`` excludes (:data:`cellgraph.algorithm2.EXCLUSIONS`).
     """
 
@@ -641,7 +641,7 @@ def _pairs(n: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 @dataclass(frozen=True)
-class _KeyCode:
+class KeyCode:
     """The :func:`~cellgraph.algorithm2.candidate_key` ``(r, o, u, i, j)`` of a candidate as
     one int64 (mixed radix: ``n_o`` ops, ``n_u`` activations, ``M`` node slots), so that the
     smallest key is the first candidate in Algorithm 2's order; :meth:`decode` inverts
@@ -650,6 +650,11 @@ class _KeyCode:
     n_o: int
     n_u: int
     M: int
+
+    @staticmethod
+    def of(space: SearchSpace) -> "KeyCode":
+        """The code of ``space``'s candidates: ``M = n_leaves + N`` node slots."""
+        return KeyCode(len(space.ops), len(space.activations), len(space.leaves) + space.n_iterations)
 
     def encode(self, r: Tensor, o: Tensor, u: Tensor, i: Tensor, j: Tensor) -> Tensor:
         return (((r * self.n_o + o) * self.n_u + u) * self.M + i) * self.M + j
@@ -663,9 +668,9 @@ class _KeyCode:
 
 
 @functools.lru_cache(maxsize=1024)
-def _keyid(plan: _Plan, n_r: int, code: _KeyCode, left: tuple[int, ...], right: tuple[int, ...],
+def _keyid(plan: _Plan, n_r: int, code: KeyCode, left: tuple[int, ...], right: tuple[int, ...],
            device) -> Tensor:
-    """``(size,)`` the :class:`_KeyCode` of each candidate of a block, in the block's
+    """``(size,)`` the :class:`KeyCode` of each candidate of a block, in the block's
     ``(u, o, r, pair)`` layout (cached: the same for every time step; read only)."""
     u = torch.tensor(plan.act_pos, device=device).view(-1, 1, 1, 1)
     o = torch.arange(len(plan.ops), device=device).view(1, -1, 1, 1)
@@ -746,7 +751,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
     device = leaves.device
     sync_free = device.type != "cpu" and is_compiling() if sync_free is None else sync_free
     N, n_r = space.n_iterations, len(space.tuples)
-    code = _KeyCode(len(space.ops), len(space.activations), n_leaves + N)
+    code = KeyCode.of(space)
     rule = None if sync_free else _KeyRule.of(p, leaves.dtype, device)  # sync-free: no keys, dense tests
     soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
 

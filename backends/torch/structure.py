@@ -15,7 +15,7 @@ weights (Liu et al., 2019), but *beside* ``alpha`` rather than instead of it, so
 stays per sample and per step: ``s`` says which cell the model builds by default, ``alpha``
 where a sample departs from it. With ``s = 0`` the score is the paper's.
 
-Slots are numbered by :class:`~cellgraph.backends.torch.search` 's candidate key, a mixed
+Slots are numbered by the search's candidate key (:class:`~cellgraph.backends.torch.search.KeyCode`), a mixed
 radix over ``(r, o, u, i, j)`` with ``M = n_leaves + N`` node positions, so one iteration's
 logits are a flat ``(n_r n_o n_u M^2,)`` vector and a block of candidates reads its own by
 their keys.
@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cellgraph.backends.torch.search import KeyCode
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
@@ -36,22 +37,22 @@ __all__ = ["n_slots", "slot", "zero_logits"]
 
 
 def n_slots(space: SearchSpace) -> int:
-    """Slots of one iteration of ``space``: ``n_r n_o n_u M^2`` with ``M = n_leaves + N``."""
-    M = len(space.leaves) + space.n_iterations
-    return len(space.tuples) * len(space.ops) * len(space.activations) * M * M
+    """Slots of one iteration of ``space``: ``n_r n_o n_u M^2`` with ``M = n_leaves + N``, the
+    first key past the last tuple's."""
+    return KeyCode.of(space).encode(len(space.tuples), 0, 0, 0, 0)
 
 
 def slot(space: SearchSpace, r: int, o: str, u: str, i: int, j: int) -> int:
     """The slot of the candidate ``u(o(L_r c_i, R_r c_j) + b_r)`` (``r`` a layout tuple index,
-    ``i < j`` node-list positions): the search's candidate key."""
-    M = len(space.leaves) + space.n_iterations
-    if not 0 <= i < j < M:
-        raise CellGraphError(f"slot: operand positions must satisfy 0 <= i < j < {M}, got ({i}, {j})")
+    ``i < j`` node-list positions): the search's candidate key (:class:`KeyCode`)."""
+    code = KeyCode.of(space)
+    if not 0 <= i < j < code.M:
+        raise CellGraphError(f"slot: operand positions must satisfy 0 <= i < j < {code.M}, got ({i}, {j})")
     try:
         r_pos, o_pos, u_pos = space.tuples.index(r), space.ops.index(o), space.activations.index(u)
     except ValueError:
         raise CellGraphError(f"slot: tuple {r}, op {o!r} or activation {u!r} is not in the search space") from None
-    return (((r_pos * len(space.ops) + o_pos) * len(space.activations) + u_pos) * M + i) * M + j
+    return code.encode(r_pos, o_pos, u_pos, i, j)
 
 
 def zero_logits(rows: int, columns: int) -> nn.Parameter:

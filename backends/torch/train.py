@@ -566,8 +566,7 @@ def _with_teacher(config: TrainConfig, out_dir: str | Path, log: Log, dist: Dist
         resume = RunDir(folder).has_checkpoint()
         log(f"warm start: {'resuming' if resume else 'training'} the teacher gru run in {folder} "
             f"({config.teacher_epochs} epochs)")
-        gru = TrainConfig(**{**config.to_dict(), "model": "gru", "epochs": config.teacher_epochs,
-                             "warm_start": "none", "structure_term": False, "teacher": ""})
+        gru = config.replace(model="gru", epochs=config.teacher_epochs, warm_start="none", structure_term=False)
         train(gru, folder, resume=resume, log=log)
     return config.replace(teacher=str(folder))
 
