@@ -6,16 +6,24 @@ The first compiled step includes the compilation (shorter when inductor's on-dis
 holds kernels from an earlier run); the step times are then the best of ``repeat`` rounds,
 each round running the eager and the compiled step once. Where compilation fails the model
 warns and runs eagerly: ``fell_back`` records it (the speed-up is then about 1).
+
+``cellgraph bench`` runs it with torch.compile's default mode; ``python -m
+cellgraph.benchmarks.compile_bench --mode reduce-overhead --device cuda --json OUT`` runs it
+alone in another mode (``reduce-overhead`` records CUDA graphs on a GPU; ``gpu_check.sh``'s
+part ``compile``) and prints one line.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from cellgraph.backends.torch.device import synchronize
+from cellgraph.backends.torch.device import resolve_device, synchronize
 from cellgraph.backends.torch.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import training_step
@@ -60,3 +68,28 @@ def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations
         "fell_back": models[True].cell.compiled.fell_back,
         "max_abs_output_difference": diff,
     }
+
+
+#: ``--quick``: toy sizes, for a check of the command on the CPU.
+QUICK = dict(p=8, batch=4, steps=3, n_iterations=2, scoring_hidden=8, repeat=1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Item 6 of cellgraph bench alone, in a torch.compile mode.")
+    parser.add_argument("--mode", default="reduce-overhead", help="torch.compile's mode (default reduce-overhead)")
+    parser.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
+    parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--quick", action="store_true", help="toy sizes (a check of the command)")
+    args = parser.parse_args(argv)
+    result = compare_compile(device=resolve_device(args.device), compile_mode=args.mode,
+                             **(QUICK if args.quick else {}))
+    result["device"] = args.device
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    print(f"compile_mode={args.mode} on {args.device}: first compiled step {result['first_compiled_step_s']:.1f} s, "
+          f"eager {result['eager_s']:.4f} s, compiled {result['compiled_s']:.4f} s, "
+          f"speed-up {result['speedup']:.2f}x, fell back: {result['fell_back']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,9 @@ peak). The literal reference of item 1 is numpy, on the CPU, wherever the torch 
 from __future__ import annotations
 
 import datetime
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -60,32 +63,53 @@ SIZES: dict[bool, dict[str, Any]] = {
 
 
 def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
-        device: str = "cpu") -> dict[str, Any]:
-    """Run items 1-7 on ``device`` with ``threads`` torch CPU threads and evaluate the targets."""
+        device: str = "cpu", on_item: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run items 1-7 on ``device`` with ``threads`` torch CPU threads and evaluate the targets.
+
+    ``on_item(result)``, where given, is called after each item with the items done so far (the
+    CLI writes them to ``--json`` then, so a run stopped from outside keeps what it measured);
+    each item's seconds are printed to stderr as it ends."""
     where = resolve_device(device)  # no GPU where one is asked for: an error before any work
     torch.set_num_threads(threads)
-    sizes = SIZES[quick]
     result: dict[str, Any] = {
         "command": command,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "quick": quick,
         "machine": machine(where),
     }
-    result["search"] = search_bench.compare_search(**sizes["search"], device=where)
-    result["steps"] = step_bench.compare_steps(**sizes["steps"], device=where)
-    cfg = result["steps"]["config"]
-    shapes = sizes["matmul_shapes"] + (GPU_MATMUL_SHAPES if where.type == "cuda" and not quick else ())
-    result["flops"] = flops_bench.achieved(
-        search_bench.paper_space(cfg["n_iterations"]), cfg["p"], cfg["scoring_hidden"], cfg["batch"],
-        cfg["steps"], result["steps"]["models"]["rrnn_soft"]["time_s"], shapes, where,
-    )
-    result["scaling"] = scaling_bench.scaling(**sizes["scaling"], device=where)
-    result["epoch"] = _epoch(sizes["epoch"], where)
-    result["compile"] = compile_bench.compare_compile(**sizes["compile"], device=where) if sizes["compile"] else None
-    result["parallel"] = _parallel(sizes["parallel"], threads, where)
+    for name, item in _items(quick, threads, where):
+        start = time.perf_counter()
+        result[name] = item(result)
+        print(f"bench: {name} done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        if on_item is not None:
+            on_item(result)
     result["load_average_after"] = load_average()
     result["targets"] = targets(result)
     return result
+
+
+def _items(quick: bool, threads: int, where: torch.device) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
+    """Items 1-7 in order, each a function of the results so far (item 3 reads item 2's step)."""
+    sizes = SIZES[quick]
+
+    def flops(result: dict[str, Any]) -> dict[str, Any]:
+        cfg = result["steps"]["config"]
+        shapes = sizes["matmul_shapes"] + (GPU_MATMUL_SHAPES if where.type == "cuda" and not quick else ())
+        return flops_bench.achieved(
+            search_bench.paper_space(cfg["n_iterations"]), cfg["p"], cfg["scoring_hidden"], cfg["batch"],
+            cfg["steps"], result["steps"]["models"]["rrnn_soft"]["time_s"], shapes, where,
+        )
+
+    return [
+        ("search", lambda result: search_bench.compare_search(**sizes["search"], device=where)),
+        ("steps", lambda result: step_bench.compare_steps(**sizes["steps"], device=where)),
+        ("flops", flops),
+        ("scaling", lambda result: scaling_bench.scaling(**sizes["scaling"], device=where)),
+        ("epoch", lambda result: _epoch(sizes["epoch"], where)),
+        ("compile", lambda result: compile_bench.compare_compile(**sizes["compile"], device=where)
+         if sizes["compile"] else None),
+        ("parallel", lambda result: _parallel(sizes["parallel"], threads, where)),
+    ]
 
 
 def _epoch(sizes: dict[str, Any], where: torch.device) -> dict[str, Any]:

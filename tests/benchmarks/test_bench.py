@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
+from cellgraph.benchmarks import suite
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError
 
@@ -50,8 +51,11 @@ def _has_wiki5k() -> bool:
 def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--threads", "1", "--json", str(out)]) == 0
-    printed = capsys.readouterr().out
+    printed, progress = capsys.readouterr()
     result = json.loads(out.read_text())
+    assert "partial" not in result
+    assert [line.split()[1] for line in progress.splitlines() if line.startswith("bench: ")] == [
+        "search", "steps", "flops", "scaling", "epoch", "compile", "parallel"]
     assert result["quick"] is True and result["machine"]["cores"] >= 1
     assert result["machine"]["torch_threads"] == 1
     assert f"malloc: {result['machine']['allocator']}" in printed
@@ -87,6 +91,26 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert "(7) the soft step data-parallel over one-thread processes: skipped: one thread" in printed
     assert result["machine"]["device"] == "cpu" and result["machine"]["gpu"] is None
     assert "device: cpu" in printed and "GPU (" not in printed
+
+
+def test_a_bench_stopped_midway_keeps_the_items_it_measured(tmp_path, monkeypatch):
+    """The JSON is rewritten after each item, marked partial: a run stopped from outside (a
+    time limit on a lent GPU, say) keeps what it measured."""
+    def stop(result):
+        raise RuntimeError("stopped from outside")
+    monkeypatch.setattr(suite, "_items", lambda quick, threads, where: [("search", lambda result: {"speedup": 2.0}),
+                                                                         ("steps", stop)])
+    out = tmp_path / "bench.json"
+    with pytest.raises(RuntimeError, match="stopped from outside"):
+        main(["bench", "--quick", "--threads", "1", "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert result["partial"] is True and result["search"] == {"speedup": 2.0} and "steps" not in result
+
+
+def test_bench_json_into_a_missing_folder_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(suite, "_items", lambda *args: pytest.fail("the bench ran"))
+    assert main(["bench", "--quick", "--json", str(tmp_path / "no" / "bench.json")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"folder {tmp_path / 'no'} does not exist")
 
 
 def test_bench_without_data_skips_the_epoch_item_and_keeps_the_rest(tmp_path, monkeypatch, capsys):

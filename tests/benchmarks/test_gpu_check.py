@@ -27,9 +27,10 @@ EPOCHS = ("paper-wiki10k-rrnn-gru", "paper-wiki5k-rrnn", "recipe-rrnn-gru", "rec
 
 
 def test_every_part_runs_and_is_recorded(tmp_path):
-    """Every part, or without the paper's data every part but ``epochs`` (one epoch of four
-    presets on Wiki, which a machine without the data cannot run)."""
-    parts = () if DATA is not None else ("env", "tests", "bench", "torchrun")
+    """Every part but ``compile`` (a minute of compilation even at toy sizes: the slow test
+    below), and without the paper's data but ``epochs`` (one epoch of four presets on Wiki,
+    which a machine without the data cannot run)."""
+    parts = ("env", "tests", "bench", *(("epochs",) if DATA is not None else ()), "torchrun")
     done = _check(tmp_path, *parts)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -43,6 +44,16 @@ def test_every_part_runs_and_is_recorded(tmp_path):
     assert "best epoch" in (tmp_path / "torchrun.log").read_text()
 
 
+@pytest.mark.slow
+def test_the_compile_part_writes_item_6_in_the_reduce_overhead_mode(tmp_path):
+    done = _check(tmp_path, "compile")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "compile.json").read_text())
+    assert result["config"]["compile_mode"] == "reduce-overhead" and result["device"] == "cpu"
+    assert result["compiled_s"] > 0 and not result["fell_back"]
+    assert [s["part"] for s in json.loads((tmp_path / "summary.json").read_text())] == ["compile"]
+
+
 def test_a_relative_out_is_taken_from_where_the_check_starts(tmp_path):
     done = _check("out", "env", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -54,6 +65,25 @@ def test_a_part_past_its_limit_fails_the_check(tmp_path):
     assert done.returncode == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [(s["name"], s["exit_code"]) for s in summary] == [("bench", 124)]
+
+
+def test_a_budget_cuts_the_limits_and_starts_no_part_once_spent(tmp_path):
+    """BUDGET keeps the whole check inside a lease: bench (a quick run takes seconds) is stopped
+    when the budget ends, and torchrun, with nothing left, never starts."""
+    start = time.monotonic()
+    done = _check(tmp_path, "bench", "torchrun", BUDGET="2")
+    assert done.returncode == 1 and time.monotonic() - start < 20
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(s["name"], s["exit_code"]) for s in summary] == [("bench", 124), ("torchrun", 124)]
+    assert summary[1]["seconds"] == 0
+    assert "torchrun: not started, BUDGET=2 s spent" in (tmp_path / "torchrun.log").read_text()
+
+
+@pytest.mark.parametrize("env, message", [({"PYTHON": "no-such-python"}, "no interpreter 'no-such-python'"),
+                                          ({"BUDGET": "9m"}, "BUDGET must be whole seconds, got '9m'")])
+def test_a_bad_interpreter_or_budget_is_refused(tmp_path, env, message):
+    done = _check(tmp_path, "env", **env)
+    assert done.returncode == 2 and message in done.stderr and not (tmp_path / "summary.json").exists()
 
 
 @needs_data

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from cellgraph.cli.commands import DEVICE_AUTO, add_device_flag
+from cellgraph.errors import CellGraphError
+from cellgraph.files import atomic_write
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: cellgraph bench --json bench.json",
     )
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")
-    p.add_argument("--json", metavar="OUT", default=None, help="also write the results as JSON to OUT")
+    p.add_argument("--json", metavar="OUT", default=None,
+                   help="also write the results as JSON to OUT (rewritten after each item, with "
+                   "\"partial\": true until the last)")
     p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads, >= 1 (default 2)")
     add_device_flag(p, "cpu", "where the torch side runs: cpu (default: a benchmark says what it "
                     f"measures), or {DEVICE_AUTO}")
@@ -44,11 +49,14 @@ def positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from cellgraph.benchmarks.suite import run as run_suite, table
 
+    if args.json and not Path(args.json).parent.is_dir():  # before the work, not after its first item
+        raise CellGraphError(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     command = ("cellgraph bench" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
                + f" --device {args.device}")
-    result = run_suite(args.quick, args.threads, command, args.device)
+    write = (lambda result: atomic_write(args.json, json.dumps(result, indent=2).encode())) if args.json else None
+    partial = (lambda result: write({**result, "partial": True})) if write else None
+    result = run_suite(args.quick, args.threads, command, args.device, on_item=partial)
     print(table(result))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    if write:
+        write(result)
     return 0
