@@ -11,6 +11,7 @@ Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default):
 * ``warm``: the warm start from the teacher GRU, with what it needs (the structural term,
   exclusion by slot, no candidate normalisation, tau in the score's units), soft training;
 * ``all``: straight-through, structural term and warm start together;
+* ``all-noaux``: ``all`` without the TD and margin terms: the settings of the recipe's presets;
 
 and the GRU trained for the teacher's epochs plus the RRNN's (the teacher continued: with a
 constant learning rate and the same seed its first epochs are the teacher's). Warm arms train
@@ -20,7 +21,8 @@ train for ``TEACHER_EPOCHS + EPOCHS``, the same total. Every run is a ``cellgrap
 
     python -m cellgraph.benchmarks.recipe_ablation --root results/recipe-planted --jobs 2
 
-prints the table (hard and soft test metric, mean and sample std over seeds, identity-chain
+runs them on an 800-sequence slice (``--max-train 0``: all the data; ``--arms`` some arms only;
+``--teacher-epochs`` and ``--epochs`` the budget) and prints the table (hard and soft test metric, mean and sample std over seeds, identity-chain
 share of the last structure log) and writes ``ROOT/summary.json``.
 """
 
@@ -42,10 +44,10 @@ from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 
-#: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo) on a
-#: slice small enough that a full-RRNN run costs minutes.
+#: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo), by
+#: default on a slice small enough that a full-RRNN run costs minutes (``--max-train``).
 BASE = {**PLANTED, "max_train": 800, "max_eval": 200, "num_threads": 1}
-#: Epochs of the teacher GRU and of a warm-started run; the other arms train for both.
+#: Epochs of the teacher GRU and of a warm-started run by default; the other arms train for both.
 TEACHER_EPOCHS, EPOCHS = 2, 2
 #: What a warm start needs besides the structural term: four tuples, exclusion by slot, and a
 #: score that is the structural term's (no candidate normalisation, which would change the
@@ -56,6 +58,8 @@ _WARM = {"warm_start": "teacher", "structure_term": True, "n_tuples": 4, "teache
 #: annealed to 0.01 (the planted full RRNN's) its gradients reach 1e7 and the losses turn
 #: non-finite in the first epoch.
 _HARD = {"mode": "straight-through", "tau_units": "score", "tau_end": 0.0}
+#: The TD and margin terms off, as in the recipe's presets.
+_NO_AUX = {"lambda_td": 0.0, "lambda_margin": 0.0}
 #: model -> arm -> settings on top of BASE and the model's planted settings (PLANTED_MODELS).
 ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "rrnn": {
@@ -64,6 +68,7 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
         "structure": {"structure_term": True},
         "warm": {**_WARM, "exclusion": "slot"},
         "all": {**_WARM, **_HARD, "exclusion": "slot"},
+        "all-noaux": {**_WARM, **_HARD, "exclusion": "slot", **_NO_AUX},
     },
     "rrnn-gru": {
         "paper": {},
@@ -71,6 +76,7 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
         "structure": {"structure_term": True},
         "warm": {**_WARM, "tree": "gru_torch"},
         "all": {**_WARM, **_HARD, "tree": "gru_torch"},
+        "all-noaux": {**_WARM, **_HARD, "tree": "gru_torch", **_NO_AUX},
     },
 }
 SEEDS = (0, 1, 2)
@@ -79,17 +85,23 @@ _SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
 GRU_TORCH = target("gru_torch")
 
 
-def runs(task: str) -> list[tuple[str, list[str]]]:
-    """``(run name, cellgraph train arguments)`` of every run."""
+def runs(task: str, max_train: int = BASE["max_train"], arms: tuple[str, ...] | None = None,
+         teacher_epochs: int = TEACHER_EPOCHS, epochs: int = EPOCHS) -> list[tuple[str, list[str]]]:
+    """``(run name, cellgraph train arguments)`` of every run: the ``arms`` (default all) of
+    both models and the GRU, on ``max_train`` training sequences (0: all), for 3 seeds."""
+    base = {**BASE, "max_train": max_train, **({"max_eval": 0} if max_train == 0 else {})}
     out = []
     for seed in SEEDS:
-        for model, arms in ARMS.items():
-            for arm, settings in arms.items():
-                epochs = EPOCHS if settings.get("warm_start") == "teacher" else TEACHER_EPOCHS + EPOCHS
-                sets = {**paper_settings(model), **BASE, **PLANTED_MODELS[model], **settings, "epochs": epochs,
-                        "seed": seed}
+        for model, model_arms in ARMS.items():
+            for arm, settings in model_arms.items():
+                if arms is not None and arm not in arms:
+                    continue
+                warm = settings.get("warm_start") == "teacher"
+                sets = {**paper_settings(model), **base, **PLANTED_MODELS[model], **settings,
+                        **({"teacher_epochs": teacher_epochs} if warm else {}),
+                        "epochs": epochs if warm else teacher_epochs + epochs, "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
-        sets = {**BASE, **PLANTED_MODELS["gru"], "epochs": TEACHER_EPOCHS + EPOCHS, "seed": seed}
+        sets = {**base, **PLANTED_MODELS["gru"], "epochs": teacher_epochs + epochs, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
     return out
 
@@ -162,17 +174,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--task", default="planted")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
     p.add_argument("--only", default="", help="run only the runs whose name starts with this")
+    p.add_argument("--arms", nargs="+", choices=sorted({a for arms in ARMS.values() for a in arms}),
+                   help="run these arms only (default: all), and the GRU")
+    p.add_argument("--max-train", type=int, default=BASE["max_train"],
+                   help=f"training sequences (default {BASE['max_train']}; 0: all, and all the evaluation data)")
+    p.add_argument("--teacher-epochs", type=int, default=TEACHER_EPOCHS,
+                   help=f"the teacher's epochs (default {TEACHER_EPOCHS})")
+    p.add_argument("--epochs", type=int, default=EPOCHS,
+                   help=f"a warm-started run's epochs after its teacher's (default {EPOCHS})")
     p.add_argument("--summary", action="store_true", help="only print the table of the finished runs")
     a = p.parse_args(argv)
     root = Path(a.root)
     root.mkdir(parents=True, exist_ok=True)
     if not a.summary:
-        todo = [(n, args) for n, args in runs(a.task) if n.startswith(a.only)]
+        todo = [(n, args) for n, args in runs(a.task, a.max_train, a.arms and tuple(a.arms), a.teacher_epochs,
+                                             a.epochs) if n.startswith(a.only)]
         with ThreadPoolExecutor(a.jobs) as pool:
             for line in pool.map(lambda job: run_one(root, *job), todo):
                 print(line, flush=True)
     table = summarize(root)
-    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASE, "arms": ARMS, "table": table},
+    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASE, "max_train": a.max_train,
+                                                   "teacher_epochs": a.teacher_epochs, "epochs": a.epochs,
+                                                   "arms": ARMS, "table": table},
                                                   indent=1))
     print(f"{'arm':<20} {'test, argmax (hard)':<24} {'test, mixture (soft)':<24} {'identity chains':<24} "
           f"{'reads x_t and h_t-1':<24} {'GRU form':<24}")
