@@ -1,7 +1,8 @@
 """The discovery recipe's levers, each alone and together, 3 seeds (docs/paper-notes.md,
 *Extension: the discovery recipe*; RESULTS.md, "The discovery recipe: ablation").
 
-Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default):
+Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default; ``wiki5k`` and
+``wiki`` train every run with their GRU preset's batch size, learning rate and L2, the teacher's):
 
 * ``paper``: the paper's training as the planted experiment runs it (soft mixture, alpha
   alone, value exclusion; the full RRNN's candidates normalised per sample, tau annealed in
@@ -21,7 +22,7 @@ train for ``TEACHER_EPOCHS + EPOCHS``, the same total. Every run is a ``cellgrap
 
     python -m cellgraph.benchmarks.recipe_ablation --root results/recipe-planted --jobs 2
 
-runs them on an 800-sequence slice (``--max-train 0``: all the data; ``--arms`` some arms only;
+runs them on a slice (800 sequences of planted, 1,000 of Wiki; ``--max-train 0``: all the data; ``--arms`` some arms only;
 ``--teacher-epochs`` and ``--epochs`` the budget) and prints the table (hard and soft test metric, mean and sample std over seeds, identity-chain
 share of the last structure log) and writes ``ROOT/summary.json``.
 """
@@ -38,15 +39,26 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.experiment.config import paper_settings
+from cellgraph.experiment.config import PRESETS, paper_settings
 from cellgraph.experiment.runlog import with_reads
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 
-#: Settings every run shares: the planted experiment's (``cellgraph reproduce``, the demo), by
-#: default on a slice small enough that a full-RRNN run costs minutes (``--max-train``).
-BASE = {**PLANTED, "max_train": 800, "max_eval": 200, "num_threads": 1}
+#: task -> the settings every run shares: planted's are the planted experiment's (``cellgraph
+#: reproduce``, the demo), Wiki's its GRU preset's (the teacher's); by default on a slice small
+#: enough that a full-RRNN run costs minutes (``--max-train``).
+BASES: dict[str, dict[str, Any]] = {
+    "planted": {**PLANTED, "max_train": 800, "max_eval": 200, "num_threads": 1},
+    **{task: {**{k: PRESETS[preset][k] for k in ("batch_size", "lr", "lambda_l2")}, "max_train": 1000,
+              "max_eval": 300, "num_threads": 1}
+       for task, preset in (("wiki5k", "paper-wiki5k-gru"), ("wiki", "paper-wiki10k-gru"))},
+}
+#: task -> model -> settings on top of its base (planted's are the planted experiment's).
+MODELS: dict[str, dict[str, dict[str, Any]]] = {
+    "planted": PLANTED_MODELS, "wiki5k": {"rrnn": {}, "rrnn-gru": {}, "gru": {}},
+    "wiki": {"rrnn": {}, "rrnn-gru": {}, "gru": {}},
+}
 #: Epochs of the teacher GRU and of a warm-started run by default; the other arms train for both.
 TEACHER_EPOCHS, EPOCHS = 2, 2
 #: What a warm start needs besides the structural term: four tuples, exclusion by slot, and a
@@ -58,9 +70,10 @@ _WARM = {"warm_start": "teacher", "structure_term": True, "n_tuples": 4, "teache
 #: annealed to 0.01 (the planted full RRNN's) its gradients reach 1e7 and the losses turn
 #: non-finite in the first epoch.
 _HARD = {"mode": "straight-through", "tau_units": "score", "tau_end": 0.0}
-#: The TD and margin terms off, as in the recipe's presets.
-_NO_AUX = {"lambda_td": 0.0, "lambda_margin": 0.0}
-#: model -> arm -> settings on top of BASE and the model's planted settings (PLANTED_MODELS).
+#: The TD and margin terms off, and the recipe presets' TD target (not used then), as in the
+#: recipe's presets: ``all-noaux`` is their settings.
+_NO_AUX = {"lambda_td": 0.0, "lambda_margin": 0.0, "target": "gru_torch"}
+#: model -> arm -> settings on top of the task's base and model settings (BASES, MODELS).
 ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "rrnn": {
         "paper": {},
@@ -85,11 +98,14 @@ _SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
 GRU_TORCH = target("gru_torch")
 
 
-def runs(task: str, max_train: int = BASE["max_train"], arms: tuple[str, ...] | None = None,
+def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None = None,
          teacher_epochs: int = TEACHER_EPOCHS, epochs: int = EPOCHS) -> list[tuple[str, list[str]]]:
     """``(run name, cellgraph train arguments)`` of every run: the ``arms`` (default all) of
-    both models and the GRU, on ``max_train`` training sequences (0: all), for 3 seeds."""
-    base = {**BASE, "max_train": max_train, **({"max_eval": 0} if max_train == 0 else {})}
+    both models and the GRU, on ``max_train`` training sequences (0: all; default the task's
+    slice), for 3 seeds."""
+    base = {**BASES[task], **({} if max_train is None else {"max_train": max_train}),
+            **({"max_eval": 0} if max_train == 0 else {})}
+    models = MODELS[task]
     out = []
     for seed in SEEDS:
         for model, model_arms in ARMS.items():
@@ -97,11 +113,11 @@ def runs(task: str, max_train: int = BASE["max_train"], arms: tuple[str, ...] | 
                 if arms is not None and arm not in arms:
                     continue
                 warm = settings.get("warm_start") == "teacher"
-                sets = {**paper_settings(model), **base, **PLANTED_MODELS[model], **settings,
+                sets = {**paper_settings(model), **base, **models[model], **settings,
                         **({"teacher_epochs": teacher_epochs} if warm else {}),
                         "epochs": epochs if warm else teacher_epochs + epochs, "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
-        sets = {**base, **PLANTED_MODELS["gru"], "epochs": teacher_epochs + epochs, "seed": seed}
+        sets = {**base, **models["gru"], "epochs": teacher_epochs + epochs, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
     return out
 
@@ -171,13 +187,14 @@ def _cell(values: list[float]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", default="results/recipe-planted")
-    p.add_argument("--task", default="planted")
+    p.add_argument("--task", default="planted", choices=sorted(BASES))
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
     p.add_argument("--only", default="", help="run only the runs whose name starts with this")
     p.add_argument("--arms", nargs="+", choices=sorted({a for arms in ARMS.values() for a in arms}),
                    help="run these arms only (default: all), and the GRU")
-    p.add_argument("--max-train", type=int, default=BASE["max_train"],
-                   help=f"training sequences (default {BASE['max_train']}; 0: all, and all the evaluation data)")
+    p.add_argument("--max-train", type=int, default=None,
+                   help="training sequences (default: the task's slice, 800 of planted and 1,000 of Wiki; 0: all, "
+                   "and all the evaluation data)")
     p.add_argument("--teacher-epochs", type=int, default=TEACHER_EPOCHS,
                    help=f"the teacher's epochs (default {TEACHER_EPOCHS})")
     p.add_argument("--epochs", type=int, default=EPOCHS,
@@ -193,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             for line in pool.map(lambda job: run_one(root, *job), todo):
                 print(line, flush=True)
     table = summarize(root)
-    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASE, "max_train": a.max_train,
+    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASES[a.task], "max_train": a.max_train,
                                                    "teacher_epochs": a.teacher_epochs, "epochs": a.epochs,
                                                    "arms": ARMS, "table": table},
                                                   indent=1))
