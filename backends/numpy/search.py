@@ -10,6 +10,11 @@ literally in float64 numpy for one sample: the reference every faster search mus
         P_k = P_{k-1} + [c_k*]
     h_t = c_{N_bar}*, T_t = the tree rooted at c_{N_bar}*
 
+With cellgraph's discovery recipe (docs/paper-notes.md, *Extension: the discovery recipe*)
+the score is ``alpha(v) + s_k(slot)``, a structural logit per iteration and candidate slot
+``(r, o, u, i, j)``, and "``v`` not in ``P_{k-1}``" may exclude by slot (the candidates already
+chosen) rather than by value (``structure``, ``exclusion`` of :func:`search`).
+
 Every candidate is rebuilt at every iteration (no incremental bookkeeping): clarity over
 speed. Leaf vectors have shape ``(p,)``; scores come from any callable ``alpha`` on a
 ``(p,)`` vector, e.g. :func:`~cellgraph.backends.numpy.eval.mlp_alpha`.
@@ -23,8 +28,8 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, TAU_UNITS, candidate_key, normalize, pairs,
-                                  score_spread, tie_tolerance)
+from cellgraph.algorithm2 import (CANDIDATE_NORMS, EXCLUSION_TOL, EXCLUSIONS, TAU_UNITS, candidate_key, normalize,
+                                  pairs, score_spread, tie_tolerance)
 from cellgraph.backends.numpy.eval import (
     Params,
     as_leaf_vector,
@@ -105,6 +110,10 @@ def _in(v: np.ndarray, rows: np.ndarray, tol: float) -> bool:
     return bool(len(rows)) and bool(np.any(np.max(np.abs(rows - v), axis=1) <= tol))
 
 
+#: The structural term of the discovery recipe: ``(k, (r, o, u, i, j)) -> s_k`` of that slot.
+Structure = Callable[[int, tuple[int, int, int, int, int]], float]
+
+
 def _score(alpha: Alpha, v: np.ndarray, key: tuple[int, ...]) -> float:
     score = float(alpha(v))
     if math.isnan(score):
@@ -130,6 +139,8 @@ def search(
     mode: str = "hard",
     tau: float = 1.0,
     tau_units: str = "score",
+    structure: Structure | None = None,
+    exclusion: str = "value",
 ) -> SearchResult:
     """Run Algorithm 2 on one sample.
 
@@ -153,7 +164,14 @@ def search(
         mode: ``hard`` (Algorithm 2) or ``soft`` (the mixture, above).
         tau: the softmax temperature of ``soft`` mode.
         tau_units: ``score`` or ``std`` (:data:`cellgraph.algorithm2.TAU_UNITS`).
+        structure: ``s_k(key)``, the structural logit added to ``alpha`` at iteration ``k``
+            (from 1) for the candidate of key ``(r, o, u, i, j)`` (positions in ``space``'s
+            tuples, ops and activations, and in the node list); ``None``: the paper's score.
+        exclusion: ``value`` (the paper's: no vector already in ``P_{k-1}``) or ``slot`` (no
+            candidate already chosen, by its key; :data:`cellgraph.algorithm2.EXCLUSIONS`).
     """
+    if exclusion not in EXCLUSIONS:
+        raise CellGraphError(f"search: exclusion {exclusion!r} is not one of {', '.join(EXCLUSIONS)}")
     if mode not in ("hard", "soft"):
         raise CellGraphError(f"search: mode {mode!r} is not one of hard, soft (the reference's modes)")
     if tau_units not in TAU_UNITS:
@@ -186,10 +204,11 @@ def search(
                         v = combine(weights[r], o, u, vectors[i], vectors[j])
                         if candidate_norm == "sample":
                             v = normalize(v)
-                        if _in(v, generated, exclusion_tol):
-                            continue
                         key = candidate_key(r_pos, o_pos, u_pos, i, j)
-                        eligible.append(_Candidate(key, _score(alpha, v, key), v))
+                        if key in keys if exclusion == "slot" else _in(v, generated, exclusion_tol):
+                            continue
+                        score = _score(alpha, v, key) + (0.0 if structure is None else float(structure(k, key)))
+                        eligible.append(_Candidate(key, score, v))
         if not eligible:
             raise CellGraphError(
                 f"search (state {state!r}): iteration {k} has no eligible candidate, every "

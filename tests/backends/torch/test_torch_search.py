@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from cellgraph.backends.numpy.backend import mlp_alpha, search as np_search
 from cellgraph.backends.torch.rrnn import RRNNGRU
-from cellgraph.backends.torch.search import prepare, search
+from cellgraph.backends.torch.search import KeyCode, prepare, search
+from cellgraph.backends.torch.structure import n_slots
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
 from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import SearchSpace
@@ -44,12 +45,13 @@ def _case(seed: int, p: int, B: int, H: int, weights: str, leaves: str):
 
 
 def _torch_search(space, params, alpha, leaf_values, mode="hard", tau=1.0, norm="none", device="cpu",
-                  tau_units="score", sync_free=None):
+                  tau_units="score", sync_free=None, structure=None, exclusion="value"):
     L, R, b = (torch.tensor(np.stack([t[i] for t in params]), device=device) for i in range(3))
     W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float), device=device) for a in alpha)
     leaves = torch.tensor(leaf_values, device=device)
-    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm), leaves, mode, tau, tau_units=tau_units,
-                   sync_free=sync_free)
+    structure = None if structure is None else torch.tensor(structure, device=device)
+    trace = search(prepare(space, L, R, b, W1, b1, w2, b2, norm, structure=structure, exclusion=exclusion), leaves,
+                   mode, tau, tau_units=tau_units, sync_free=sync_free)
     assert trace.vectors.device.type == torch.device(device).type
     return trace.to("cpu")
 
@@ -86,6 +88,49 @@ def test_hard_search_matches_numpy_reference(device, sync_free, seed, p, B, n_it
         np.testing.assert_array_equal(np.isneginf(second), np.isnan(ref.second_scores))
         mask = ~np.isnan(ref.second_scores)
         np.testing.assert_allclose(second[mask], ref.second_scores[mask], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device, sync_free", PATHS)
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1), p=st.integers(2, 4), B=st.integers(1, 3), n_iterations=st.integers(1, 5),
+       leaves=st.sampled_from(["random", "zero"]), mode=st.sampled_from(["hard", "soft"]),
+       exclusion=st.sampled_from(["slot", "value"]))
+def test_the_recipes_search_matches_numpy_reference(device, sync_free, seed, p, B, n_iterations, leaves, mode,
+                                                     exclusion):
+    """The discovery recipe's score, ``alpha + s_k[slot]`` (a structural logit per iteration
+    and slot, large enough to change choices), and exclusion by slot, in both backends."""
+    space = _space(n_iterations)
+    params, alpha, leaf_values = _case(seed, p, B, 3, "normal", leaves)
+    table = 3 * np.random.default_rng(seed + 1).normal(size=(n_iterations, n_slots(space)))
+    code = KeyCode.of(space)
+    trace = _torch_search(space, params, alpha, leaf_values, mode=mode, device=device, sync_free=sync_free,
+                          structure=table, exclusion=exclusion)
+    for b in range(B):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[b])), mlp_alpha(*alpha), mode=mode,
+                        structure=lambda k, key: table[k - 1, code.encode(*key)], exclusion=exclusion)
+        assert trace.graph(b) == CellGraph(ref.root, "h")
+        np.testing.assert_allclose(trace.vectors[b].detach().numpy(), ref.trail, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(trace.best_score[b].detach().numpy(), ref.scores, rtol=1e-10, atol=1e-10)
+
+
+def test_the_references_slot_exclusion_builds_the_grus_own_node_again_as_h1():
+    """With ``h_0 = 0`` and a score that asks for it, exclusion by slot lets iteration 2 choose
+    a candidate whose vector equals iteration 1's node; by value the reference refuses it."""
+    space = _space(2)
+    params, alpha, leaf_values = _case(0, 3, 1, 3, "normal", "zero")
+    leaves = dict(zip(space.leaves, leaf_values[0]))
+    # iteration 1: tuple 3 (identity) adds x and h = 0, giving x; iteration 2: identity adds x and
+    # 0 again (slot (3, add, identity, 0, 2) after (3, add, identity, 0, 1)): the same vector
+    first, again = (3, 0, GRU_U.index("identity"), 0, 1), (3, 0, GRU_U.index("identity"), 0, 2)
+    wanted = {1: first, 2: again}
+    structure = lambda k, key: 100.0 if key == wanted[k] else 0.0  # noqa: E731
+    by_slot = np_search(space, params, leaves, mlp_alpha(*alpha), structure=structure, exclusion="slot")
+    assert by_slot.keys == (first, again)
+    np.testing.assert_allclose(by_slot.trail[-1], by_slot.trail[-2])
+    by_value = np_search(space, params, leaves, mlp_alpha(*alpha), structure=structure)
+    assert by_value.keys[0] == first and by_value.keys[1] != again
+    with pytest.raises(CellGraphError, match="exclusion 'bogus' is not one of value, slot"):
+        np_search(space, params, leaves, mlp_alpha(*alpha), exclusion="bogus")
 
 
 @pytest.mark.parametrize("device, sync_free", PATHS)
