@@ -140,7 +140,9 @@ def run_one(root: Path, name: str, args: list[str]) -> str:
 
 
 def summarize(root: Path) -> dict[str, Any]:
-    """Per arm, over its seeds: the hard and soft test metric and, from the last structure log,
+    """Per arm, over its seeds: the hard and soft test metric (a straight-through run, which
+    evaluates its argmax alone, has a soft one once ``cellgraph eval RUN --split test --mode
+    soft`` has written ``eval_test_soft.json``) and, from the last structure log,
     the shares of cells that are identity chains, that read both ``x_t`` and ``h_{t-1}``, and
     that have the structure of torch's GRU (``gru_torch``, what a warm start begins with); and
     the teacher GRU's test metric (``gru-teacher``, one per seed)."""
@@ -161,8 +163,11 @@ def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> No
     metric = final["metric"]
     row = table.setdefault(arm, {key: [] for key in ("hard", "soft", *_SHARES)})
     row["hard"].append(final.get(f"test_{metric}_hard", final[f"test_{metric}"]))
+    soft = folder / "eval_test_soft.json"  # a straight-through run's mixture: `cellgraph eval RUN --mode soft`
     if f"test_{metric}_soft" in final:
         row["soft"].append(final[f"test_{metric}_soft"])
+    elif soft.exists():
+        row["soft"].append(json.loads(soft.read_text())[f"test_{metric}"])
     logs = sorted((folder / "structures").glob("epoch_*.json"))
     if logs:
         last = with_reads(json.loads(logs[-1].read_text()))

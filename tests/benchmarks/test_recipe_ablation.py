@@ -1,8 +1,10 @@
-"""The discovery recipe's ablation (``benchmarks/recipe_ablation.py``): which runs it makes."""
+"""The discovery recipe's ablation (``benchmarks/recipe_ablation.py``): which runs it makes, and its summary."""
 
 from __future__ import annotations
 
-from cellgraph.benchmarks.recipe_ablation import ARMS, runs
+import json
+
+from cellgraph.benchmarks.recipe_ablation import ARMS, runs, summarize
 from cellgraph.experiment.config import PRESETS
 
 
@@ -42,3 +44,18 @@ def test_wiki_runs_share_the_teachers_gru_preset_and_the_recipe_arm_is_the_recip
     preset = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in PRESETS["recipe-rrnn"].items()}
     assert {k: recipe[k] for k in preset if k != "model"} == {k: v for k, v in preset.items() if k != "model"}
     assert _sets(dict(runs("wiki"))["gru-s0"])["max_train"] == "1000"
+
+
+def test_the_summary_reads_a_straight_through_runs_mixture_from_its_soft_evaluation(tmp_path):
+    def run(name: str, final: dict, soft: float | None = None) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "final.json").write_text(json.dumps({"metric": "accuracy", **final}))
+        if soft is not None:
+            (folder / "eval_test_soft.json").write_text(json.dumps({"test_accuracy": soft}))
+    run("rrnn-all-noaux-s0", {"test_accuracy": 0.9}, soft=0.8)
+    run("rrnn-all-noaux-s1", {"test_accuracy": 0.92})
+    run("rrnn-paper-s0", {"test_accuracy": 0.7, "test_accuracy_hard": 0.6, "test_accuracy_soft": 0.75})
+    table = summarize(tmp_path)
+    assert table["rrnn-all-noaux"]["hard"] == [0.9, 0.92] and table["rrnn-all-noaux"]["soft"] == [0.8]
+    assert table["rrnn-paper"]["hard"] == [0.6] and table["rrnn-paper"]["soft"] == [0.75]
