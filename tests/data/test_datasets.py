@@ -8,7 +8,6 @@ once per session. The same loaders also run on the small data folder ``tests/fix
 import dataclasses
 import math
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -158,7 +158,6 @@ def test_a_server_without_range_replaces_the_partial_file(serve, toy, tmp_path):
 def test_a_corrupted_download_is_refused_and_deleted(serve, toy, tmp_path):
     mirror, file = toy
     base, _ = serve(mirror, corrupt=True)
-    dest = tmp_path / "cache" / "toy" / "payload.bin"
     with pytest.raises(CellGraphError, match=f"sha256 [0-9a-f]{{64}} is not the pinned {file.sha256}; "
                                              "the download was deleted"):
         fetch_files([file], tmp_path / "cache", base, io.StringIO())

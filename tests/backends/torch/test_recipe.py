@@ -19,7 +19,6 @@ from cellgraph.cell.expr import h, x, zero
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import TrainConfig
-from cellgraph.targets import target
 
 P, V = 6, 9  # hidden size, vocabulary
 
