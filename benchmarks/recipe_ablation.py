@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.algorithms.shape import shape_form
+from cellgraph.backends.torch.train import STOPPED
 from cellgraph.experiment.config import PRESETS, paper_settings
 from cellgraph.experiment.runlog import with_reads
 from cellgraph.export.jsonio import load_document
@@ -145,12 +146,16 @@ def summarize(root: Path) -> dict[str, Any]:
     soft`` has written ``eval_test_soft.json``) and, from the last structure log,
     the shares of cells that are identity chains, that read both ``x_t`` and ``h_{t-1}``, and
     that have the structure of torch's GRU (``gru_torch``, what a warm start begins with); and
-    the teacher GRU's test metric (``gru-teacher``, one per seed)."""
+    the teacher GRU's test metric (``gru-teacher``, one per seed); ``stopped``: the seeds whose
+    run stopped on non-finite losses (``stopped.json``, no ``final.json``: no metric)."""
     table: dict[str, dict[str, list[float]]] = {}
     teachers: dict[str, Path] = {}
-    for folder in sorted(p for p in root.iterdir() if (p / "final.json").exists()):
+    for folder in sorted(p for p in root.iterdir() if (p / "final.json").exists() or (p / STOPPED).exists()):
         arm, seed = folder.name.rsplit("-s", 1)
-        _add(table, arm, folder)
+        if (folder / "final.json").exists():
+            _add(table, arm, folder)
+        else:
+            _row(table, arm)["stopped"].append(int(seed))
         if (folder / "teacher" / "final.json").exists():
             teachers.setdefault(seed, folder / "teacher")
     for folder in teachers.values():
@@ -161,7 +166,7 @@ def summarize(root: Path) -> dict[str, Any]:
 def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> None:
     final = json.loads((folder / "final.json").read_text())
     metric = final["metric"]
-    row = table.setdefault(arm, {key: [] for key in ("hard", "soft", *_SHARES)})
+    row = _row(table, arm)
     row["hard"].append(final.get(f"test_{metric}_hard", final[f"test_{metric}"]))
     soft = folder / "eval_test_soft.json"  # a straight-through run's mixture: `cellgraph eval RUN --mode soft`
     if f"test_{metric}_soft" in final:
@@ -175,6 +180,10 @@ def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> No
         for key in _SHARES[:-1]:
             row[key].append(last[key])
         row["gru_form_share"].append(sum(f["count"] for f in last["forms"] if _shape(f) == gru) / last["n_cells"])
+
+
+def _row(table: dict[str, dict[str, list[float]]], arm: str) -> dict[str, list[float]]:
+    return table.setdefault(arm, {key: [] for key in ("hard", "soft", *_SHARES, "stopped")})
 
 
 def _shape(form: dict[str, Any]) -> str:
@@ -220,9 +229,10 @@ def main(argv: list[str] | None = None) -> None:
                                                    "arms": ARMS, "table": table},
                                                   indent=1))
     print(f"{'arm':<20} {'test, argmax (hard)':<24} {'test, mixture (soft)':<24} {'identity chains':<24} "
-          f"{'reads x_t and h_t-1':<24} {'GRU form':<24}")
+          f"{'reads x_t and h_t-1':<24} {'GRU form':<24} stopped (seeds)")
     for arm, row in sorted(table.items()):
-        print(f"{arm:<20} " + " ".join(f"{_cell(row[key]):<24}" for key in ("hard", "soft", *_SHARES)))
+        print(f"{arm:<20} " + " ".join(f"{_cell(row[key]):<24}" for key in ("hard", "soft", *_SHARES))
+              + f" {' '.join(map(str, row['stopped'])) or '-'}")
 
 
 if __name__ == "__main__":

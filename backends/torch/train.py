@@ -81,7 +81,12 @@ __all__ = [
 Log = Callable[[str], None]
 
 class TrainingStopped(CellGraphError):
-    """The run stopped on ``max_bad_steps`` non-finite losses in a row."""
+    """The run stopped on ``max_bad_steps`` non-finite losses in a row; the run folder then
+    holds :data:`STOPPED` (why, at which epoch, the last good epoch) until it is resumed."""
+
+
+#: The file a stopped run writes in its folder.
+STOPPED = "stopped.json"
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -627,6 +632,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
         run.truncate_metrics(state.epoch)
+        (run.path / STOPPED).unlink(missing_ok=True)  # a resumed run is no longer stopped
         if state.epoch == 0 and within is None and model.structured:  # the untrained cells
             model.set_tau(tau_at(config, 0.0))
             initial = structure_log(model, dataset, config, 0)
@@ -638,7 +644,13 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         start = time.perf_counter() - (within["seconds"] if within else 0.0)
         save = (lambda done: save_checkpoint(last, _checkpoint(model, optimizer, state, done))) \
             if dist.writes else None
-        record = loop.run(state, start, within, save)
+        try:
+            record = loop.run(state, start, within, save)
+        except TrainingStopped as stop:
+            if dist.writes:  # the run folder says so too (cellgraph summarize, the recipe ablation)
+                write_json(run.path / STOPPED, {"reason": str(stop), "epoch": state.epoch + 1,
+                                                "last_good_epoch": state.epoch, "best_epoch": state.best_epoch})
+            raise
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
         record.update(validation(model, dataset, config, dist))

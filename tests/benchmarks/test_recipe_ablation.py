@@ -59,3 +59,13 @@ def test_the_summary_reads_a_straight_through_runs_mixture_from_its_soft_evaluat
     table = summarize(tmp_path)
     assert table["rrnn-all-noaux"]["hard"] == [0.9, 0.92] and table["rrnn-all-noaux"]["soft"] == [0.8]
     assert table["rrnn-paper"]["hard"] == [0.6] and table["rrnn-paper"]["soft"] == [0.75]
+
+
+def test_the_summary_counts_a_stopped_run_by_its_seed_without_a_metric(tmp_path):
+    done, stopped = tmp_path / "rrnn-all-noaux-s0", tmp_path / "rrnn-all-noaux-s2"
+    for folder in (done, stopped, tmp_path / "rrnn-all-noaux-s1"):  # s1: still running, neither file
+        folder.mkdir()
+    (done / "final.json").write_text(json.dumps({"metric": "bpc", "test_bpc": 2.6}))
+    (stopped / "stopped.json").write_text(json.dumps({"epoch": 2}))
+    row = summarize(tmp_path)["rrnn-all-noaux"]
+    assert row["hard"] == [2.6] and row["stopped"] == [2]

@@ -109,6 +109,21 @@ def test_stop_after_max_bad_steps_in_a_row(tmp_path, monkeypatch):
     assert load_checkpoint(tmp_path / "checkpoints" / "last.pt")["epoch"] == 1
     assert not (tmp_path / "final.json").exists()
     assert [r["epoch"] for r in RunLog.load(tmp_path).metrics] == [1]
+    stopped = json.loads((tmp_path / "stopped.json").read_text())
+    assert (stopped["epoch"], stopped["last_good_epoch"], stopped["best_epoch"]) == (2, 1, 1)
+    assert "3 non-finite losses in a row" in stopped["reason"]
+
+
+def test_a_stopped_run_resumed_to_its_end_is_no_longer_marked_stopped(tmp_path, monkeypatch):
+    steps_per_epoch = TINY["max_train"] // TINY["batch_size"]
+    calls = _nan_on(set(range(steps_per_epoch + 1, steps_per_epoch + 3)), monkeypatch)
+    config = TrainConfig(**{**TINY, "epochs": 2, "max_bad_steps": 2})
+    with pytest.raises(TrainingStopped):
+        train(config, tmp_path, log=lambda s: None)
+    assert (tmp_path / "stopped.json").exists()
+    calls.extend([0] * 100)  # the NaN steps are behind: the resumed epoch trains
+    train(config, tmp_path, resume=True, log=lambda s: None)
+    assert (tmp_path / "final.json").exists() and not (tmp_path / "stopped.json").exists()
 
 
 def test_a_damaged_last_checkpoint_falls_back_and_resumes_exactly(tmp_path):
