@@ -183,9 +183,13 @@ class RRNNCell(_TupleModule):
                                                  for space in spaces) if structure_term else None
         self.candidate_norm, self.sync_free, self.exclusion = candidate_norm, sync_free, exclusion
 
+    def alpha_parameters(self) -> list[nn.Parameter]:
+        """``alpha``'s parameters (the scoring networks)."""
+        return list(self.scoring.parameters())
+
     def scoring_parameters(self) -> list[nn.Parameter]:
         """``alpha``'s parameters and the structural logits."""
-        return list(self.scoring.parameters()) + list(self.structure_logits or ())
+        return self.alpha_parameters() + list(self.structure_logits or ())
 
     def prepare(self) -> list[SearchParams]:
         """The per-run search parameters; compute once per sequence and pass to forward."""
@@ -491,9 +495,13 @@ class RRNNGRUCell(_TupleModule):
                 tuple((first + k, self._source[first + k]) for k in ks if k not in distinct)))
         return tuple(groups)
 
+    def alpha_parameters(self) -> list[nn.Parameter]:
+        """``alpha``'s parameters (the scoring network)."""
+        return list(self.scoring.parameters())
+
     def scoring_parameters(self) -> list[nn.Parameter]:
         """``alpha``'s parameters and the structural logits."""
-        return list(self.scoring.parameters()) + ([self.structure_logits] if self.structure_logits is not None else [])
+        return self.alpha_parameters() + ([self.structure_logits] if self.structure_logits is not None else [])
 
     def prepare(self) -> _GRUParams:
         """The stacked ``[L_0..L_n]``, ``[R_0..R_n]`` ``((n+1) p, p)`` of all layout tuples and

@@ -140,6 +140,11 @@ class TaskModel(nn.Module):
         self._require_structure("scoring_parameters")
         return self.core.cell.scoring_parameters()
 
+    def alpha_parameters(self) -> list[nn.Parameter]:
+        """The scoring network's parameters (not the structural logits)."""
+        self._require_structure("alpha_parameters")
+        return self.core.cell.alpha_parameters()
+
     def choices(self, traces: Traces) -> Tensor:
         """RRNN-GRU: ``(B, T, n_choosing_nodes)`` tuple chosen at each choosing node and step."""
         if self.model_name != "rrnn-gru":

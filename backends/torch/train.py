@@ -621,7 +621,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         run, log = RunDir(out_dir), _quiet
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
     loss_fn = _loss(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = _optimizer(model, config)
     state, within = _State(cpu_start=cpu_start), None
     last = run.checkpoints / "last.pt"
     if resume and run.has_checkpoint():
@@ -679,6 +679,16 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     final = _finish(run, model, dataset, config, state, targets, dist.world_size, log) if dist.writes else {}
     board.close(final)
     return final
+
+
+def _optimizer(model: TaskModel, config: TrainConfig) -> torch.optim.Adam:
+    """Adam at ``lr``; with ``score_lr != 1`` alpha's parameters in a group of their own at
+    ``lr * score_lr`` (one group otherwise, as checkpoints of earlier runs hold)."""
+    if config.score_lr == 1.0 or not model.structured:
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    alpha = {id(p) for p in model.alpha_parameters()}
+    return torch.optim.Adam([{"params": [p for p in model.parameters() if id(p) not in alpha]},
+                             {"params": model.alpha_parameters(), "lr": config.lr * config.score_lr}], lr=config.lr)
 
 
 def _quiet(_: str) -> None:

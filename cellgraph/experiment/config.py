@@ -188,6 +188,9 @@ class TrainConfig:
                               Rule("must lie strictly between 0 and 1", lambda value: 0 < value < 1))
     teacher_epochs: int = _key(5, "warm_start=teacher without --teacher: epochs of the gru run trained first",
                                at_least(1))
+    score_lr: float = _key(1.0, "rrnn, rrnn-gru: alpha's (the scoring network's) learning rate as a multiple "
+                           "of lr; 0 freezes alpha, so only the structural term and the tuples choose",
+                           at_least(0))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
                               "steps)", at_least(0))
     lambda_td: float = _key(1e-3, "rrnn, rrnn-gru: weight of the tree distance TD between the "
