@@ -82,11 +82,8 @@ Log = Callable[[str], None]
 
 class TrainingStopped(CellGraphError):
     """The run stopped on ``max_bad_steps`` non-finite losses in a row; the run folder then
-    holds :data:`STOPPED` (why, at which epoch, the last good epoch) until it is resumed."""
-
-
-#: The file a stopped run writes in its folder.
-STOPPED = "stopped.json"
+    holds :data:`~cellgraph.experiment.runs.STOPPED` (why, at which epoch, the last good
+    epoch) until it is resumed."""
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -632,7 +629,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     board = open_logger(config.logger if dist.writes else "none", run.path, state.epoch)
     if dist.writes:
         run.truncate_metrics(state.epoch)
-        (run.path / STOPPED).unlink(missing_ok=True)  # a resumed run is no longer stopped
+        run.clear_stopped()  # a resumed run is no longer stopped
         if state.epoch == 0 and within is None and model.structured:  # the untrained cells
             model.set_tau(tau_at(config, 0.0))
             initial = structure_log(model, dataset, config, 0)
@@ -648,8 +645,8 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
             record = loop.run(state, start, within, save)
         except TrainingStopped as stop:
             if dist.writes:  # the run folder says so too (cellgraph summarize, the recipe ablation)
-                write_json(run.path / STOPPED, {"reason": str(stop), "epoch": state.epoch + 1,
-                                                "last_good_epoch": state.epoch, "best_epoch": state.best_epoch})
+                run.write_stopped({"reason": str(stop), "epoch": state.epoch + 1,
+                                   "last_good_epoch": state.epoch, "best_epoch": state.best_epoch})
             raise
         within = None
         dist.sync_buffers(model)  # rank 0's BatchNorm statistics, as in its checkpoint
@@ -686,9 +683,10 @@ def _optimizer(model: TaskModel, config: TrainConfig) -> torch.optim.Adam:
     ``lr * score_lr`` (one group otherwise, as checkpoints of earlier runs hold)."""
     if config.score_lr == 1.0 or not model.structured:
         return torch.optim.Adam(model.parameters(), lr=config.lr)
-    alpha = {id(p) for p in model.alpha_parameters()}
-    return torch.optim.Adam([{"params": [p for p in model.parameters() if id(p) not in alpha]},
-                             {"params": model.alpha_parameters(), "lr": config.lr * config.score_lr}], lr=config.lr)
+    alpha = model.alpha_parameters()
+    ids = {id(p) for p in alpha}
+    return torch.optim.Adam([{"params": [p for p in model.parameters() if id(p) not in ids]},
+                             {"params": alpha, "lr": config.lr * config.score_lr}], lr=config.lr)
 
 
 def _quiet(_: str) -> None:

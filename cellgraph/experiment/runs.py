@@ -29,12 +29,15 @@ from typing import Any, ContextManager
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.files import atomic_write, deferred_interrupt, exclusive, read_json, write_json
 
-__all__ = ["eval_name", "RunDir", "RECORD_FILES", "copy_record", "package_versions", "load_run"]
+__all__ = ["eval_name", "RunDir", "RECORD_FILES", "STOPPED", "copy_record", "package_versions", "load_run"]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 
 #: What a run's *record* keeps, with its ``eval_*.json`` and ``structures/``: never checkpoints.
 RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json")
+#: The file of a run that stopped on non-finite losses (why, the epoch, the last good one),
+#: there until the run is resumed.
+STOPPED = "stopped.json"
 
 
 def copy_record(run: Path, dest: Path) -> Path:
@@ -189,6 +192,12 @@ class RunDir:
 
     def read_final(self) -> dict[str, Any]:
         return read_json(self.file("final.json"))
+
+    def write_stopped(self, stop: dict[str, Any]) -> None:
+        write_json(self.file(STOPPED), stop)
+
+    def clear_stopped(self) -> None:
+        self.file(STOPPED).unlink(missing_ok=True)
 
 
 def load_run(path: str | Path, checkpoint: str = "best", backend: str | None = None,
