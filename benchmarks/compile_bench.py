@@ -16,7 +16,6 @@ part ``compile``) and prints one line.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cellgraph.backends.torch.device import resolve_device, synchronize
 from cellgraph.backends.torch.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import training_step
+from cellgraph.files import write_json
 
 __all__ = ["compare_compile"]
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
                              **(QUICK if args.quick else {}))
     result["device"] = args.device
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        write_json(args.json, result)
     print(f"compile_mode={args.mode} on {args.device}: first compiled step {result['first_compiled_step_s']:.1f} s, "
           f"eager {result['eager_s']:.4f} s, compiled {result['compiled_s']:.4f} s, "
           f"speed-up {result['speedup']:.2f}x, fell back: {result['fell_back']}")

@@ -28,17 +28,16 @@
 # limit is recorded as such (exit code 124): it missed its target.
 set -uo pipefail
 
+ALL_PARTS="env tests bench epochs torchrun compile"
 if [ $# -lt 1 ]; then
-    echo "usage: bash benchmarks/gpu_check.sh OUT [env tests bench epochs torchrun compile]" >&2
+    echo "usage: bash benchmarks/gpu_check.sh OUT [$ALL_PARTS]" >&2
     exit 2
 fi
 OUT=$1
 shift
-PARTS=${*:-env tests bench epochs torchrun compile}
+PARTS=${*:-$ALL_PARTS}
 for part in $PARTS; do
-    case $part in env|tests|bench|epochs|torchrun|compile) ;;
-        *) echo "gpu_check: unknown part '$part' (one of env tests bench epochs torchrun compile)" >&2; exit 2 ;;
-    esac
+    [[ " $ALL_PARTS " == *" $part "* ]] || { echo "gpu_check: unknown part '$part' (one of $ALL_PARTS)" >&2; exit 2; }
 done
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-0}

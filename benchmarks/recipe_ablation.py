@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.backends.torch.train import STOPPED
 from cellgraph.experiment.config import PRESETS, paper_settings
 from cellgraph.experiment.runlog import with_reads
+from cellgraph.experiment.runs import STOPPED, eval_name
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
@@ -49,16 +49,16 @@ from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 #: task -> the settings every run shares: planted's are the planted experiment's (``cellgraph
 #: reproduce``, the demo), Wiki's its GRU preset's (the teacher's); by default on a slice small
 #: enough that a full-RRNN run costs minutes (``--max-train``).
+_WIKI_GRU_PRESETS = {"wiki5k": "paper-wiki5k-gru", "wiki": "paper-wiki10k-gru"}
 BASES: dict[str, dict[str, Any]] = {
     "planted": {**PLANTED, "max_train": 800, "max_eval": 200, "num_threads": 1},
     **{task: {**{k: PRESETS[preset][k] for k in ("batch_size", "lr", "lambda_l2")}, "max_train": 1000,
               "max_eval": 300, "num_threads": 1}
-       for task, preset in (("wiki5k", "paper-wiki5k-gru"), ("wiki", "paper-wiki10k-gru"))},
+       for task, preset in _WIKI_GRU_PRESETS.items()},
 }
 #: task -> model -> settings on top of its base (planted's are the planted experiment's).
 MODELS: dict[str, dict[str, dict[str, Any]]] = {
-    "planted": PLANTED_MODELS, "wiki5k": {"rrnn": {}, "rrnn-gru": {}, "gru": {}},
-    "wiki": {"rrnn": {}, "rrnn-gru": {}, "gru": {}},
+    "planted": PLANTED_MODELS, **{task: {"rrnn": {}, "rrnn-gru": {}, "gru": {}} for task in _WIKI_GRU_PRESETS},
 }
 #: Epochs of the teacher GRU and of a warm-started run by default; the other arms train for both.
 TEACHER_EPOCHS, EPOCHS = 2, 2
@@ -74,25 +74,24 @@ _HARD = {"mode": "straight-through", "tau_units": "score", "tau_end": 0.0}
 #: The TD and margin terms off, and the recipe presets' TD target (not used then), as in the
 #: recipe's presets: ``all-noaux`` is their settings.
 _NO_AUX = {"lambda_td": 0.0, "lambda_margin": 0.0, "target": "gru_torch"}
-#: model -> arm -> settings on top of the task's base and model settings (BASES, MODELS).
-ARMS: dict[str, dict[str, dict[str, Any]]] = {
-    "rrnn": {
+
+
+def _arms(warm: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every arm of one model; ``warm``: what its warm start needs besides :data:`_WARM`."""
+    return {
         "paper": {},
         "hard": _HARD,
         "structure": {"structure_term": True},
-        "warm": {**_WARM, "exclusion": "slot"},
-        "all": {**_WARM, **_HARD, "exclusion": "slot"},
-        "all-noaux": {**_WARM, **_HARD, "exclusion": "slot", **_NO_AUX},
-    },
-    "rrnn-gru": {
-        "paper": {},
-        "hard": _HARD,
-        "structure": {"structure_term": True},
-        "warm": {**_WARM, "tree": "gru_torch"},
-        "all": {**_WARM, **_HARD, "tree": "gru_torch"},
-        "all-noaux": {**_WARM, **_HARD, "tree": "gru_torch", **_NO_AUX},
-    },
-}
+        "warm": {**_WARM, **warm},
+        "all": {**_WARM, **_HARD, **warm},
+        "all-noaux": {**_WARM, **_HARD, **warm, **_NO_AUX},
+    }
+
+
+#: model -> arm -> settings on top of the task's base and model settings (BASES, MODELS): the
+#: full RRNN's warm start needs exclusion by slot, RRNN-GRU's torch's GRU tree.
+ARMS: dict[str, dict[str, dict[str, Any]]] = {"rrnn": _arms({"exclusion": "slot"}),
+                                              "rrnn-gru": _arms({"tree": "gru_torch"})}
 SEEDS = (0, 1, 2)
 #: The structure shares :func:`summarize` reads from the last structure log.
 _SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
@@ -150,12 +149,14 @@ def summarize(root: Path) -> dict[str, Any]:
     run stopped on non-finite losses (``stopped.json``, no ``final.json``: no metric)."""
     table: dict[str, dict[str, list[float]]] = {}
     teachers: dict[str, Path] = {}
-    for folder in sorted(p for p in root.iterdir() if (p / "final.json").exists() or (p / STOPPED).exists()):
-        arm, seed = folder.name.rsplit("-s", 1)
+    for folder in sorted(root.iterdir()):
+        arm, _, seed = folder.name.rpartition("-s")
         if (folder / "final.json").exists():
             _add(table, arm, folder)
-        else:
+        elif (folder / STOPPED).exists():
             _row(table, arm)["stopped"].append(int(seed))
+        else:
+            continue
         if (folder / "teacher" / "final.json").exists():
             teachers.setdefault(seed, folder / "teacher")
     for folder in teachers.values():
@@ -168,7 +169,7 @@ def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> No
     metric = final["metric"]
     row = _row(table, arm)
     row["hard"].append(final.get(f"test_{metric}_hard", final[f"test_{metric}"]))
-    soft = folder / "eval_test_soft.json"  # a straight-through run's mixture: `cellgraph eval RUN --mode soft`
+    soft = folder / eval_name("test", "soft")  # a straight-through run's mixture: `cellgraph eval RUN --mode soft`
     if f"test_{metric}_soft" in final:
         row["soft"].append(final[f"test_{metric}_soft"])
     elif soft.exists():

@@ -16,20 +16,16 @@ TINY = dict(task="planted", hidden_size=8, scoring_hidden=8, max_train=16, max_e
 
 
 @pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
-def test_alpha_frozen_keeps_its_weights_while_the_rest_trains(tmp_path, model):
+def test_alpha_frozen_keeps_its_weights_while_the_rest_trains(tmp_path, monkeypatch, model):
     built = {}
-    real = torch_train.build_model
 
     def keep(config, dataset, *args, **kwargs):
-        built["model"] = real(config, dataset, *args, **kwargs)
+        built["model"] = build_model(config, dataset, *args, **kwargs)
         built["start"] = {name: p.detach().clone() for name, p in built["model"].named_parameters()}
         return built["model"]
 
-    torch_train.build_model = keep
-    try:
-        torch_train.train(TrainConfig(model=model, score_lr=0.0, **TINY), tmp_path, log=lambda s: None)
-    finally:
-        torch_train.build_model = real
+    monkeypatch.setattr(torch_train, "build_model", keep)
+    torch_train.train(TrainConfig(model=model, score_lr=0.0, **TINY), tmp_path, log=lambda s: None)
     trained, start = built["model"], built["start"]
     alpha = {id(p) for p in trained.alpha_parameters()}
     for name, p in trained.named_parameters():
