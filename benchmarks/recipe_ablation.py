@@ -96,6 +96,8 @@ SEEDS = (0, 1, 2)
 #: The structure shares :func:`summarize` reads from the last structure log.
 _SHARES = ("identity_chain_share", "reads_both_share", "gru_form_share")
 GRU_TORCH = target("gru_torch")
+#: The structure of torch's GRU, which a warm-started cell begins with.
+_GRU_FORM = shape_form(GRU_TORCH.cell, GRU_TORCH.layout)
 
 
 def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None = None,
@@ -177,10 +179,10 @@ def _add(table: dict[str, dict[str, list[float]]], arm: str, folder: Path) -> No
     logs = sorted((folder / "structures").glob("epoch_*.json"))
     if logs:
         last = with_reads(json.loads(logs[-1].read_text()))
-        gru = shape_form(GRU_TORCH.cell, GRU_TORCH.layout)
         for key in _SHARES[:-1]:
             row[key].append(last[key])
-        row["gru_form_share"].append(sum(f["count"] for f in last["forms"] if _shape(f) == gru) / last["n_cells"])
+        row["gru_form_share"].append(sum(f["count"] for f in last["forms"] if _shape(f) == _GRU_FORM)
+                                     / last["n_cells"])
 
 
 def _row(table: dict[str, dict[str, list[float]]], arm: str) -> dict[str, list[float]]:
