@@ -12,10 +12,17 @@ Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default; ``wiki
 * ``warm``: the warm start from the teacher GRU, with what it needs (the structural term,
   exclusion by slot, no candidate normalisation, tau in the score's units), soft training;
 * ``all``: straight-through, structural term and warm start together;
-* ``all-noaux``: ``all`` without the TD and margin terms: the settings of the recipe's presets;
+* ``all-noaux``: ``all`` without the TD and margin terms;
+* ``frozen``: ``all-noaux`` with the scoring network alpha frozen at its initialisation
+  (``score_lr=0``), so that only the structural term and the tuples learn what is chosen;
 
-and the GRU trained for the teacher's epochs plus the RRNN's (the teacher continued: with a
-constant learning rate and the same seed its first epochs are the teacher's). Warm arms train
+each model's recipe preset is one of the last two (:data:`RECIPE_ARMS`);
+
+and two GRUs: ``gru``, trained for the teacher's epochs plus the RRNN's (the teacher
+continued: with a constant learning rate and the same seed its first epochs are the
+teacher's), and ``gru-warm``, warm-started from its own teacher and trained for the RRNN's
+epochs with a fresh optimizer, as a warm-started RRNN is (``warm_start=teacher`` of a gru run).
+Warm arms train
 the teacher themselves (``RUN/teacher``) and then the RRNN for ``EPOCHS``; the other RRNN arms
 train for ``TEACHER_EPOCHS + EPOCHS``, the same total. Every run is a ``cellgraph train`` run folder under
 ``--root``: a finished run is kept, an interrupted one resumed, so the command reruns.
@@ -85,6 +92,7 @@ def _arms(warm: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "warm": {**_WARM, **warm},
         "all": {**_WARM, **_HARD, **warm},
         "all-noaux": {**_WARM, **_HARD, **warm, **_NO_AUX},
+        "frozen": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0},
     }
 
 
@@ -103,8 +111,8 @@ _GRU_FORM = shape_form(GRU_TORCH.cell, GRU_TORCH.layout)
 def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None = None,
          teacher_epochs: int = TEACHER_EPOCHS, epochs: int = EPOCHS) -> list[tuple[str, list[str]]]:
     """``(run name, cellgraph train arguments)`` of every run: the ``arms`` (default all) of
-    both models and the GRU, on ``max_train`` training sequences (0: all; default the task's
-    slice), for 3 seeds."""
+    both models and the two GRUs, on ``max_train`` training sequences (0: all; default the
+    task's slice), for 3 seeds."""
     base = {**BASES[task], **({} if max_train is None else {"max_train": max_train}),
             **({"max_eval": 0} if max_train == 0 else {})}
     models = MODELS[task]
@@ -121,6 +129,9 @@ def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None =
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
         sets = {**base, **models["gru"], "epochs": teacher_epochs + epochs, "seed": seed}
         out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
+        sets = {**base, **models["gru"], "warm_start": "teacher", "teacher_epochs": teacher_epochs,
+                "epochs": epochs, "seed": seed}
+        out.append((f"gru-warm-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
     return out
 
 

@@ -60,7 +60,7 @@ from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS, LossTerms, RRNNLos
 from cellgraph.backends.torch.batches import batches, chunks, device_of, host, metric_value, task_loss
 from cellgraph.backends.torch.evaluation import MODES_EVALUATED, both_searches, evaluate, validation
 from cellgraph.backends.torch.structures import structure_log, structure_recovery
-from cellgraph.backends.torch.task import STRUCTURED_MODELS, SelfTargets, TaskModel, TeacherTargets, load_teacher
+from cellgraph.backends.torch.task import SelfTargets, TaskModel, TeacherTargets, load_teacher
 from cellgraph.backends.torch.warmstart import warm_start
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
@@ -558,7 +558,7 @@ def _with_teacher(config: TrainConfig, out_dir: str | Path, log: Log, dist: Dist
     """``config`` with a teacher: as given, or, for ``warm_start=teacher`` without one, the
     ``gru`` run of ``teacher_epochs`` trained (or resumed, or found finished) in
     ``RUN_DIR/teacher`` on the same task, data, seed and hidden size."""
-    if config.warm_start != "teacher" or config.model not in STRUCTURED_MODELS or config.teacher:
+    if config.warm_start != "teacher" or config.teacher:
         return config
     if dist.active:
         raise CellGraphError("warm_start=teacher under torchrun needs a finished gru run: train it first and "
@@ -604,7 +604,7 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)
     model = build_model(config, dataset).to(device)  # made on the CPU: the same start on every device
-    if config.warm_start == "teacher" and model.structured:
+    if config.warm_start == "teacher":
         warm_start(model, load_teacher(config.teacher, config, len(dataset.vocab), dataset.n_classes,
                                        dataset.per_step, dataset.padding_idx, device), config.warm_weight)
     targets = _targets(config, dataset, device)

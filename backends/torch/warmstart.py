@@ -51,10 +51,15 @@ def teacher_logit(weight: float, n_candidates: int) -> float:
 @torch.no_grad()
 def warm_start(model, teacher, weight: float = 0.9) -> None:
     """Make ``model`` (a :class:`~cellgraph.backends.torch.task.TaskModel` of ``rrnn`` or
-    ``rrnn-gru`` with the structural term) compute ``teacher`` (a ``gru`` TaskModel on the same
-    vocabulary and hidden size) exactly, in place (module docstring)."""
+    ``rrnn-gru`` with the structural term, or of ``gru``) compute ``teacher`` (a ``gru``
+    TaskModel on the same vocabulary and hidden size) exactly, in place (module docstring). A
+    ``gru`` model takes the teacher's weights: the teacher continued with a fresh optimizer, the
+    control of a warm-started search."""
     if teacher.model_name != "gru":
         raise CellGraphError(f"warm start: the teacher must be a gru model, got {teacher.model_name!r}")
+    if model.model_name == "gru":
+        model.load_state_dict(teacher.state_dict())
+        return
     cell = model.core.cell
     if getattr(cell, "structure_logits", None) is None:
         raise CellGraphError("warm start needs the structural term (structure_term=true): without it "

@@ -180,9 +180,10 @@ class TrainConfig:
                           "chosen)", one_of(EXCLUSIONS))
     tree: str = _key("gru", "rrnn-gru: the GRU tree whose tuples it chooses: gru (the paper's, reset "
                      "before the matrix) or gru_torch (torch.nn.GRU's, reset after)", one_of(GRU_TREES))
-    warm_start: str = _key("none", "rrnn, rrnn-gru: none, or teacher: start as the teacher gru run's model, "
-                           "exactly; without --teacher a gru run of teacher_epochs is trained first into "
-                           "RUN_DIR/teacher", one_of(WARM_STARTS))
+    warm_start: str = _key("none", "rrnn, rrnn-gru, gru: none, or teacher: start as the teacher gru run's "
+                           "model, exactly (a gru: the teacher continued with a fresh optimizer); without "
+                           "--teacher a gru run of teacher_epochs is trained first into RUN_DIR/teacher",
+                           one_of(WARM_STARTS))
     warm_weight: float = _key(0.9, "warm_start=teacher: the share of each soft mixture the teacher's candidate "
                               "holds at the start (the argmax is the teacher's whatever it is)",
                               Rule("must lie strictly between 0 and 1", lambda value: 0 < value < 1))
@@ -253,8 +254,7 @@ class TrainConfig:
             value = getattr(self, item.name)
             if rule is not None and not rule.check(value):
                 raise FormatError(item.name, f"invalid value {value!r}: {rule.text}")
-        if self.model in ("rrnn", "rrnn-gru"):
-            _check_recipe(self)
+        _check_recipe(self)
         if self.amp != "none" and self.model == "rrnn":
             raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
                               "runs in float32 (its exclusion test compares candidates within 1e-9, far "
@@ -273,8 +273,10 @@ def _check_recipe(config: "TrainConfig") -> None:
     ``torch.nn.GRU``'s form."""
     if config.structure_term and config.model == "rrnn-gru" and config.placement != "flexible":
         raise FormatError("structure_term", "rrnn-gru's structural term needs placement=flexible")
-    if config.warm_start == "none":
+    if config.warm_start == "none" or config.model == "gru":  # a gru takes the teacher's weights
         return
+    if config.model not in ("rrnn", "rrnn-gru"):
+        raise FormatError("warm_start", f"teacher: no warm start for {config.model} (rrnn, rrnn-gru or gru)")
     need = {"structure_term": (config.structure_term, True)}
     if config.model == "rrnn":
         need.update(exclusion=(config.exclusion, "slot"), n_iterations=(config.n_iterations, 9))

@@ -33,21 +33,26 @@ __all__ = ["eval_name", "RunDir", "RECORD_FILES", "STOPPED", "copy_record", "pac
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 
-#: What a run's *record* keeps, with its ``eval_*.json`` and ``structures/``: never checkpoints.
-RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json")
 #: The file of a run that stopped on non-finite losses (why, the epoch, the last good one),
 #: there until the run is resumed.
 STOPPED = "stopped.json"
+#: What a run's *record* keeps, with its ``eval_*.json`` and ``structures/``: never checkpoints.
+RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json", STOPPED)
 
 
 def copy_record(run: Path, dest: Path) -> Path:
     """Copy the record of run folder ``run`` into ``dest`` (made if missing): the
     :data:`RECORD_FILES` it has, its ``eval_*.json`` and its ``structures/`` folder (replaced
-    whole), never its checkpoints. Returns ``dest``."""
+    whole), never its checkpoints. A record file the run no longer has leaves ``dest`` too (a
+    resumed run's ``stopped.json``). Returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    for path in [run / name for name in RECORD_FILES] + sorted(run.glob("eval_*.json")):
-        if path.is_file():
-            shutil.copy2(path, dest / path.name)
+    for name in RECORD_FILES:
+        if (run / name).is_file():
+            shutil.copy2(run / name, dest / name)
+        else:
+            (dest / name).unlink(missing_ok=True)
+    for path in sorted(run.glob("eval_*.json")):
+        shutil.copy2(path, dest / path.name)
     if (run / "structures").is_dir():
         shutil.rmtree(dest / "structures", ignore_errors=True)
         shutil.copytree(run / "structures", dest / "structures")

@@ -14,7 +14,7 @@ def _sets(args: list[str]) -> dict[str, str]:
 
 def test_every_arm_of_both_models_and_the_gru_for_three_seeds_on_the_slice():
     made = dict(runs("planted"))
-    assert len(made) == 3 * (sum(len(arms) for arms in ARMS.values()) + 1)
+    assert len(made) == 3 * (sum(len(arms) for arms in ARMS.values()) + 2)
     assert _sets(made["rrnn-paper-s0"])["max_train"] == "800" and _sets(made["gru-s2"])["seed"] == "2"
 
 
@@ -23,11 +23,14 @@ def test_a_warm_arm_trains_its_teacher_then_its_epochs_and_the_others_both():
     warm, cold, gru = (_sets(made[name]) for name in ("rrnn-all-noaux-s1", "rrnn-gru-hard-s1", "gru-s1"))
     assert (warm["teacher_epochs"], warm["epochs"]) == ("3", "5")
     assert cold["epochs"] == gru["epochs"] == "8" and "teacher_epochs" not in cold
+    continued = _sets(made["gru-warm-s1"])
+    assert (continued["warm_start"], continued["teacher_epochs"], continued["epochs"]) == ("teacher", "3", "5")
 
 
 def test_all_the_data_and_some_arms_only():
     made = dict(runs("planted", max_train=0, arms=("all-noaux",)))
-    assert sorted(made) == sorted(f"{m}-s{s}" for s in range(3) for m in ("rrnn-all-noaux", "rrnn-gru-all-noaux", "gru"))
+    assert sorted(made) == sorted(f"{m}-s{s}" for s in range(3)
+                                  for m in ("rrnn-all-noaux", "rrnn-gru-all-noaux", "gru", "gru-warm"))
     recipe = _sets(made["rrnn-all-noaux-s0"])
     assert (recipe["max_train"], recipe["max_eval"], recipe["lambda_td"], recipe["lambda_margin"]) == ("0", "0", "0.0", "0.0")
     assert recipe["mode"] == "straight-through" and recipe["warm_start"] == "teacher"

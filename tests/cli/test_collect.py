@@ -38,3 +38,17 @@ def test_collect_refuses_a_folder_that_holds_no_run(capsys, tmp_path):
     assert main(["collect", str(tmp_path), "--into", str(tmp_path / "out")]) != 0
     assert "not a run folder" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_collect_keeps_a_stopped_run_and_forgets_it_once_resumed(tmp_path):
+    """``stopped.json`` is part of a record; once the run is resumed (the file gone), a new
+    collect removes it from the copy too."""
+    run = fake_run(tmp_path / "runs" / "a-s0", finished=False)
+    (run / "stopped.json").write_text(json.dumps({"epoch": 2}))
+    into = tmp_path / "results"
+    assert main(["collect", str(run), "--into", str(into), "--unfinished"]) == 0
+    assert json.loads((into / "a-s0" / "stopped.json").read_text()) == {"epoch": 2}
+    (run / "stopped.json").unlink()
+    (run / "final.json").write_text("{}")
+    assert main(["collect", str(run), "--into", str(into)]) == 0
+    assert not (into / "a-s0" / "stopped.json").exists() and (into / "a-s0" / "final.json").is_file()

@@ -212,3 +212,22 @@ def test_straight_through_gives_the_chosen_cell_its_exact_gradient(model):
     assert (student.core.cell.weight_L.grad[0] - want).abs().max().item() < 1e-9 * max(1.0, want.abs().max().item())
     logits = student.core.cell.structure_logits
     assert (logits[0] if model == "rrnn" else logits).grad.abs().sum() > 0
+
+
+def test_a_warm_started_gru_is_its_teacher_continued(tmp_path):
+    """A ``gru`` run with ``warm_start=teacher`` takes the teacher's weights (the control of a
+    warm-started search: the teacher continued with a fresh optimizer); other baselines refuse."""
+    teacher, student = _teacher(0), _teacher(1)
+    warm_start(student, teacher)
+    tokens = torch.randint(0, V, (3, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert torch.equal(student(tokens)[0], teacher(tokens)[0])
+    with pytest.raises(FormatError, match="no warm start for lstm"):
+        TrainConfig(model="lstm", warm_start="teacher")
+    config = TrainConfig(task="planted", model="gru", hidden_size=6, max_train=32, max_eval=16, seq_len=5,
+                         epochs=1, batch_size=16, num_threads=1, warm_start="teacher", teacher_epochs=1)
+    train(config, tmp_path / "run", log=lambda line: None)
+    first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    taught = json.loads((tmp_path / "run" / "teacher" / "final.json").read_text())
+    assert first["epoch"] == 1 and (tmp_path / "run" / "teacher" / "final.json").exists()
+    assert taught["val_accuracy"] is not None
