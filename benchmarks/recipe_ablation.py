@@ -13,10 +13,11 @@ Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default; ``wiki
   exclusion by slot, no candidate normalisation, tau in the score's units), soft training;
 * ``all``: straight-through, structural term and warm start together;
 * ``all-noaux``: ``all`` without the TD and margin terms;
-* ``frozen``: ``all-noaux`` with the scoring network alpha frozen at its initialisation
-  (``score_lr=0``), so that only the structural term and the tuples learn what is chosen;
-
-each model's recipe preset is one of the last two (:data:`RECIPE_ARMS`);
+* ``slow``: ``all-noaux`` with the scoring network alpha trained at a tenth of the learning
+  rate (``score_lr=0.1``);
+* ``frozen``: ``all-noaux`` with alpha frozen as the warm start leaves it, at zero
+  (``score_lr=0``), so that only the structural term and the tuples learn what is chosen:
+  the settings of the recipe's presets;
 
 and two GRUs: ``gru``, trained for the teacher's epochs plus the RRNN's (the teacher
 continued: with a constant learning rate and the same seed its first epochs are the
@@ -92,6 +93,7 @@ def _arms(warm: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "warm": {**_WARM, **warm},
         "all": {**_WARM, **_HARD, **warm},
         "all-noaux": {**_WARM, **_HARD, **warm, **_NO_AUX},
+        "slow": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.1},
         "frozen": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0},
     }
 
@@ -217,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--root", default="results/recipe-planted")
     p.add_argument("--task", default="planted", choices=sorted(BASES))
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
-    p.add_argument("--only", default="", help="run only the runs whose name starts with this")
+    p.add_argument("--only", nargs="+", default=[""], metavar="PREFIX",
+                   help="run only the runs whose name starts with one of these")
     p.add_argument("--arms", nargs="+", choices=sorted({a for arms in ARMS.values() for a in arms}),
                    help="run these arms only (default: all), and the GRU")
     p.add_argument("--max-train", type=int, default=None,
@@ -233,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     root.mkdir(parents=True, exist_ok=True)
     if not a.summary:
         todo = [(n, args) for n, args in runs(a.task, a.max_train, a.arms and tuple(a.arms), a.teacher_epochs,
-                                             a.epochs) if n.startswith(a.only)]
+                                             a.epochs) if n.startswith(tuple(a.only))]
         with ThreadPoolExecutor(a.jobs) as pool:
             for line in pool.map(lambda job: run_one(root, *job), todo):
                 print(line, flush=True)

@@ -190,7 +190,8 @@ class TrainConfig:
     teacher_epochs: int = _key(5, "warm_start=teacher without --teacher: epochs of the gru run trained first",
                                at_least(1))
     score_lr: float = _key(1.0, "rrnn, rrnn-gru: alpha's (the scoring network's) learning rate as a multiple "
-                           "of lr; 0 freezes alpha, so only the structural term and the tuples choose",
+                           "of lr; 0 (the discovery recipe's) freezes alpha, so only the structural term and "
+                           "the tuples learn what is chosen",
                            at_least(0))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
                               "steps)", at_least(0))
@@ -335,13 +336,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: model: trained straight-through (the argmax cell forward), the structural term, exclusion by
 #: slot, and a warm start from a gru run that the model computes exactly at step 0; structure
 #: logs compare with torch's GRU form, the teacher's. Without Eq. 5's TD and margin terms: TD
-#: to a frozen teacher holds the model back, and the margin is saturated from the start
+#: to a frozen teacher holds the model back, and the margin is saturated from the start; and
+#: with alpha, the per-sample scoring network, frozen (``score_lr=0``): trained, it made the
+#: departures that stopped the full RRNN on Wiki-5k and cost RRNN-GRU on Wiki-10k
 #: (RESULTS.md, "The discovery recipe"). ``cellgraph train`` uses it for rrnn and
 #: rrnn-gru when no preset is given; the paper's settings are TrainConfig's defaults and the
 #: ``paper-*`` presets'.
 _RECIPE = {"mode": "straight-through", "structure_term": True, "warm_start": "teacher", "n_tuples": 4,
            "tau_units": "score", "tau_end": 0.0, "candidate_norm": "none", "target": "gru_torch",
-           "lambda_td": 0.0, "lambda_margin": 0.0}
+           "lambda_td": 0.0, "lambda_margin": 0.0, "score_lr": 0.0}
 RECIPES: dict[str, dict[str, Any]] = {
     "rrnn": _preset(model="rrnn", exclusion="slot", n_iterations=9, **_RECIPE),
     "rrnn-gru": _preset(model="rrnn-gru", tree="gru_torch", placement="flexible", **_RECIPE),
