@@ -230,21 +230,25 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"the teacher's epochs (default {TEACHER_EPOCHS})")
     p.add_argument("--epochs", type=int, default=EPOCHS,
                    help=f"a warm-started run's epochs after its teacher's (default {EPOCHS})")
-    p.add_argument("--summary", action="store_true", help="only print the table of the finished runs")
+    p.add_argument("--summary", action="store_true",
+                   help="only print the table of the finished runs, and refresh it in ROOT/summary.json (which "
+                   "keeps the flags the runs were made with)")
     a = p.parse_args(argv)
     root = Path(a.root)
     root.mkdir(parents=True, exist_ok=True)
-    if not a.summary:
+    flags = {"task": a.task, "max_train": a.max_train, "teacher_epochs": a.teacher_epochs, "epochs": a.epochs}
+    if a.summary:
+        if (root / "summary.json").exists():
+            made = json.loads((root / "summary.json").read_text())
+            flags = {key: made.get(key, value) for key, value in flags.items()}
+    else:
         todo = [(n, args) for n, args in runs(a.task, a.max_train, a.arms and tuple(a.arms), a.teacher_epochs,
                                              a.epochs) if n.startswith(tuple(a.only))]
         with ThreadPoolExecutor(a.jobs) as pool:
             for line in pool.map(lambda job: run_one(root, *job), todo):
                 print(line, flush=True)
     table = summarize(root)
-    (root / "summary.json").write_text(json.dumps({"task": a.task, "base": BASES[a.task], "max_train": a.max_train,
-                                                   "teacher_epochs": a.teacher_epochs, "epochs": a.epochs,
-                                                   "arms": ARMS, "table": table},
-                                                  indent=1))
+    (root / "summary.json").write_text(json.dumps({**flags, "arms": ARMS, "table": table}, indent=1))
     print(f"{'arm':<20} {'test, argmax (hard)':<24} {'test, mixture (soft)':<24} {'identity chains':<24} "
           f"{'reads x_t and h_t-1':<24} {'GRU form':<24} stopped (seeds)")
     for arm, row in sorted(table.items()):

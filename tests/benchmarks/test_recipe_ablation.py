@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cellgraph.benchmarks.recipe_ablation import ARMS, runs, summarize
+from cellgraph.benchmarks.recipe_ablation import ARMS, main, runs, summarize
 from cellgraph.experiment.config import PRESETS
 
 
@@ -74,3 +74,15 @@ def test_the_summary_counts_a_stopped_run_by_its_seed_without_a_metric(tmp_path)
     (stopped / "stopped.json").write_text(json.dumps({"epoch": 2}))
     row = summarize(tmp_path)["rrnn-all-noaux"]
     assert row["hard"] == [2.6] and row["stopped"] == [2]
+
+
+def test_summary_alone_trains_nothing_and_keeps_the_flags_the_runs_were_made_with(tmp_path, capsys):
+    (tmp_path / "rrnn-frozen-s0").mkdir()
+    (tmp_path / "rrnn-frozen-s0" / "final.json").write_text(json.dumps({"metric": "bpc", "test_bpc": 2.5}))
+    made = {"task": "wiki5k", "max_train": 0, "teacher_epochs": 3, "epochs": 2}
+    (tmp_path / "summary.json").write_text(json.dumps({**made, "table": {}}))
+    main(["--root", str(tmp_path), "--summary"])  # the default flags: planted, the slice, 2 + 2
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert {key: written[key] for key in made} == made and written["table"]["rrnn-frozen"]["hard"] == [2.5]
+    assert "rrnn-frozen" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rrnn-frozen-s0", "summary.json"]  # no run started
