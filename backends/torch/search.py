@@ -218,7 +218,7 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
 def _times(x: Tensor, v: Tensor) -> Tensor:
     """``x @ v`` for ``x (..., n)``, ``v (n,)``, as a product with a one-column matrix: traced,
     inductor fuses a matrix-vector product into the loops around it, which ran slower on the
-    CPU than the matrix product's library call (BENCHMARKS.md, "The whole search compiled")."""
+    CPU than the matrix product's library call (docs/benchmarks-history.md, "The whole search compiled")."""
     return torch.mm(x.reshape(-1, x.shape[-1]), v[:, None]).view(x.shape[:-1])
 
 
@@ -357,7 +357,7 @@ def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
     (``batch``) or over the features (``sample``)."""
     dims = (0, -1) if norm == "batch" else (-1,)
     mean = v.mean(dims, keepdim=True)
-    centred = v - mean  # two passes, as exact as torch.var_mean and 5-15x faster here (BENCHMARKS.md)
+    centred = v - mean  # two passes, as exact as torch.var_mean and 5-15x faster here (docs/benchmarks-history.md, runs C and D)
     rstd = torch.rsqrt(centred.square().mean(dims, keepdim=True) + NORM_EPS)
     return centred * rstd, mean, rstd
 
