@@ -16,8 +16,9 @@ Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default; ``wiki
 * ``slow``: ``all-noaux`` with the scoring network alpha trained at a tenth of the learning
   rate (``score_lr=0.1``);
 * ``frozen``: ``all-noaux`` with alpha frozen as the warm start leaves it, at zero
-  (``score_lr=0``), so that only the structural term and the tuples learn what is chosen:
-  the settings of the recipe's presets;
+  (``score_lr=0``), so that only the structural term and the tuples learn what is chosen;
+* ``recipe``: ``frozen`` with the teacher's candidate holding 99% of each soft mixture
+  instead of 90% (``warm_weight=0.99``): the settings of the recipe's presets;
 
 and two GRUs: ``gru``, trained for the teacher's epochs plus the RRNN's (the teacher
 continued: with a constant learning rate and the same seed its first epochs are the
@@ -95,6 +96,7 @@ def _arms(warm: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "all-noaux": {**_WARM, **_HARD, **warm, **_NO_AUX},
         "slow": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.1},
         "frozen": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0},
+        "recipe": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0, "warm_weight": 0.99},
     }
 
 

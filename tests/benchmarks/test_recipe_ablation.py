@@ -38,14 +38,14 @@ def test_all_the_data_and_some_arms_only():
 
 def test_wiki_runs_share_the_teachers_gru_preset_and_the_recipe_arm_is_the_recipe_preset():
     """On Wiki every run (teacher, arms, GRU) trains with its GRU preset's batch size, learning
-    rate and L2, and ``frozen`` sets every key of the recipe's preset as the preset does."""
-    made = dict(runs("wiki5k", max_train=0, arms=("frozen",), teacher_epochs=3, epochs=3))
-    gru, recipe = _sets(made["gru-s0"]), _sets(made["rrnn-frozen-s0"])
+    rate and L2, and ``recipe`` sets every key of the recipe's preset as the preset does."""
+    made = dict(runs("wiki5k", max_train=0, arms=("recipe",), teacher_epochs=3, epochs=3))
+    gru, recipe = _sets(made["gru-s0"]), _sets(made["rrnn-recipe-s0"])
     for key in ("batch_size", "lr", "lambda_l2"):
         assert gru[key] == recipe[key] == str(PRESETS["paper-wiki5k-gru"][key])
     assert gru["epochs"] == "6" and recipe["epochs"] == recipe["teacher_epochs"] == "3"
     for model in ("rrnn", "rrnn-gru"):
-        arm = _sets(made[f"{model}-frozen-s0"])
+        arm = _sets(made[f"{model}-recipe-s0"])
         preset = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in PRESETS[f"recipe-{model}"].items()}
         assert {k: arm[k] for k in preset if k != "model"} == {k: v for k, v in preset.items() if k != "model"}
     assert _sets(dict(runs("wiki"))["gru-s0"])["max_train"] == "1000"
