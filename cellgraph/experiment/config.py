@@ -181,8 +181,8 @@ class TrainConfig:
     tree: str = _key("gru", "rrnn-gru: the GRU tree whose tuples it chooses: gru (the paper's, reset "
                      "before the matrix) or gru_torch (torch.nn.GRU's, reset after)", one_of(GRU_TREES))
     warm_start: str = _key("none", "rrnn, rrnn-gru, gru: none, or teacher: start as the teacher gru run's "
-                           "model, exactly (a gru: the teacher continued with a fresh optimizer); without "
-                           "--teacher a gru run of teacher_epochs is trained first into RUN_DIR/teacher",
+                           "model, exactly (a gru continues it); without --teacher a gru run of "
+                           "teacher_epochs is trained first into RUN_DIR/teacher",
                            one_of(WARM_STARTS))
     warm_weight: float = _key(0.9, "warm_start=teacher: the share of each soft mixture the teacher's candidate "
                               "holds at the start (the argmax is the teacher's whatever it is)",
