@@ -81,22 +81,23 @@ _WARM = {"warm_start": "teacher", "structure_term": True, "n_tuples": 4, "teache
 #: non-finite in the first epoch.
 _HARD = {"mode": "straight-through", "tau_units": "score", "tau_end": 0.0}
 #: The TD and margin terms off, and the recipe presets' TD target (not used then), as in the
-#: recipe's presets: ``all-noaux`` is their settings.
+#: recipe's presets.
 _NO_AUX = {"lambda_td": 0.0, "lambda_margin": 0.0, "target": "gru_torch"}
 
 
 def _arms(warm: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every arm of one model; ``warm``: what its warm start needs besides :data:`_WARM`."""
+    noaux = {**_WARM, **_HARD, **warm, **_NO_AUX}
     return {
         "paper": {},
         "hard": _HARD,
         "structure": {"structure_term": True},
         "warm": {**_WARM, **warm},
         "all": {**_WARM, **_HARD, **warm},
-        "all-noaux": {**_WARM, **_HARD, **warm, **_NO_AUX},
-        "slow": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.1},
-        "frozen": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0},
-        "recipe": {**_WARM, **_HARD, **warm, **_NO_AUX, "score_lr": 0.0, "warm_weight": 0.99},
+        "all-noaux": noaux,
+        "slow": {**noaux, "score_lr": 0.1},
+        "frozen": {**noaux, "score_lr": 0.0},
+        "recipe": {**noaux, "score_lr": 0.0, "warm_weight": 0.99},
     }
 
 
@@ -131,11 +132,10 @@ def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None =
                         **({"teacher_epochs": teacher_epochs} if warm else {}),
                         "epochs": epochs if warm else teacher_epochs + epochs, "seed": seed}
                 out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
-        sets = {**base, **models["gru"], "epochs": teacher_epochs + epochs, "seed": seed}
-        out.append((f"gru-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
-        sets = {**base, **models["gru"], "warm_start": "teacher", "teacher_epochs": teacher_epochs,
-                "epochs": epochs, "seed": seed}
-        out.append((f"gru-warm-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
+        warm = {"warm_start": "teacher", "teacher_epochs": teacher_epochs}
+        for name, sets in (("gru", {"epochs": teacher_epochs + epochs}), ("gru-warm", {**warm, "epochs": epochs})):
+            sets = {**base, **models["gru"], **sets, "seed": seed}
+            out.append((f"{name}-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
     return out
 
 
