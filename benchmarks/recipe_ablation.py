@@ -27,19 +27,22 @@ epochs with a fresh optimizer, as a warm-started RRNN is (``warm_start=teacher``
 Warm arms train
 the teacher themselves (``RUN/teacher``) and then the RRNN for ``EPOCHS``; the other RRNN arms
 train for ``TEACHER_EPOCHS + EPOCHS``, the same total. Every run is a ``cellgraph train`` run folder under
-``--root``: a finished run is kept, an interrupted one resumed, so the command reruns.
+``--root``: a finished run is kept, an interrupted one resumed, so the command reruns. With
+``--records DIR`` each finished run's record (no checkpoints), its teacher's and its log are
+copied to ``DIR``, which the table then reads: train under ``runs/``, commit ``DIR``.
 
-    python -m cellgraph.benchmarks.recipe_ablation --root results/recipe-planted --jobs 2
+    python -m cellgraph.benchmarks.recipe_ablation --root runs/recipe-planted --records results/recipe-planted --jobs 2
 
 runs them on a slice (800 sequences of planted, 1,000 of Wiki; ``--max-train 0``: all the data; ``--arms`` some arms only;
 ``--teacher-epochs`` and ``--epochs`` the budget) and prints the table (hard and soft test metric, mean and sample std over seeds, identity-chain
-share of the last structure log) and writes ``ROOT/summary.json``.
+share of the last structure log) and writes ``summary.json`` beside the runs it read.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,7 +53,7 @@ from typing import Any
 from cellgraph.algorithms.shape import shape_form
 from cellgraph.experiment.config import PRESETS, paper_settings
 from cellgraph.experiment.runlog import with_reads
-from cellgraph.experiment.runs import STOPPED, eval_name
+from cellgraph.experiment.runs import STOPPED, copy_record, eval_name
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
@@ -143,17 +146,33 @@ def _flags(sets: dict[str, Any]) -> list[str]:
     return [a for k, v in sets.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
 
 
-def run_one(root: Path, name: str, args: list[str]) -> str:
-    """Train (or resume, or keep) one run; its output goes to ``ROOT/NAME.log``."""
+def run_one(root: Path, name: str, args: list[str], records: Path | None = None) -> str:
+    """Train (or resume, or keep) one run; its output goes to ``ROOT/NAME.log``; once it has
+    ended (``final.json`` or ``stopped.json``), its record goes to ``records`` if given."""
     folder = root / name
     if (folder / "final.json").exists():
-        return f"{name}: done"
-    resume = (folder / "checkpoints" / "last.pt").exists()
-    cmd = [sys.executable, "-m", "cellgraph", "train", *(["--resume", str(folder)] if resume else
-                                                          [*args, "--out", str(folder)])]
-    with open(root / f"{name}.log", "a") as log:
-        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
-    return f"{name}: exit {code}"
+        line = f"{name}: done"
+    else:
+        resume = (folder / "checkpoints" / "last.pt").exists()
+        cmd = [sys.executable, "-m", "cellgraph", "train", *(["--resume", str(folder)] if resume else
+                                                              [*args, "--out", str(folder)])]
+        with open(root / f"{name}.log", "a") as log:
+            code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        line = f"{name}: exit {code}"
+    if records is not None and ((folder / "final.json").exists() or (folder / STOPPED).exists()):
+        keep_record(root, name, records)
+    return line
+
+
+def keep_record(root: Path, name: str, records: Path) -> None:
+    """Copy run ``NAME``'s record from ``root`` to ``records``: its folder's and its teacher's
+    (:func:`~cellgraph.experiment.runs.copy_record`, never checkpoints) and its log."""
+    folder, dest = root / name, records / name
+    copy_record(folder, dest)
+    if (folder / "teacher" / "final.json").exists():
+        copy_record(folder / "teacher", dest / "teacher")
+    if (root / f"{name}.log").exists():
+        shutil.copy2(root / f"{name}.log", records / f"{name}.log")
 
 
 def summarize(root: Path) -> dict[str, Any]:
@@ -218,7 +237,10 @@ def _cell(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--root", default="results/recipe-planted")
+    p.add_argument("--root", default="runs/recipe-planted", help="where the runs train (default %(default)s)")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="copy each finished run's record (no checkpoints), its teacher's and its log here; the table "
+                   "reads DIR (default: the table reads ROOT)")
     p.add_argument("--task", default="planted", choices=sorted(BASES))
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
     p.add_argument("--only", nargs="+", default=[""], metavar="PREFIX",
@@ -233,24 +255,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=EPOCHS,
                    help=f"a warm-started run's epochs after its teacher's (default {EPOCHS})")
     p.add_argument("--summary", action="store_true",
-                   help="only print the table of the finished runs, and refresh it in ROOT/summary.json (which "
-                   "keeps the flags the runs were made with)")
+                   help="train nothing: copy the ended runs' records to --records if given, print the table and "
+                   "refresh its summary.json (which keeps the flags the runs were made with)")
     a = p.parse_args(argv)
-    root = Path(a.root)
-    root.mkdir(parents=True, exist_ok=True)
+    root, records = Path(a.root), a.records and Path(a.records)
+    table_dir = records or root
+    table_dir.mkdir(parents=True, exist_ok=True)
     flags = {"task": a.task, "max_train": a.max_train, "teacher_epochs": a.teacher_epochs, "epochs": a.epochs}
     if a.summary:
-        if (root / "summary.json").exists():
-            made = json.loads((root / "summary.json").read_text())
-            flags = {key: made.get(key, value) for key, value in flags.items()}
+        for folder in sorted(root.iterdir()) if records and root.is_dir() else ():
+            if (folder / "final.json").exists() or (folder / STOPPED).exists():
+                keep_record(root, folder.name, records)
+        for made in (table_dir / "summary.json", root / "summary.json"):
+            if made.exists():
+                flags = {key: json.loads(made.read_text()).get(key, value) for key, value in flags.items()}
+                break
     else:
+        root.mkdir(parents=True, exist_ok=True)
         todo = [(n, args) for n, args in runs(a.task, a.max_train, a.arms and tuple(a.arms), a.teacher_epochs,
                                              a.epochs) if n.startswith(tuple(a.only))]
         with ThreadPoolExecutor(a.jobs) as pool:
-            for line in pool.map(lambda job: run_one(root, *job), todo):
+            for line in pool.map(lambda job: run_one(root, *job, records), todo):
                 print(line, flush=True)
-    table = summarize(root)
-    (root / "summary.json").write_text(json.dumps({**flags, "arms": ARMS, "table": table}, indent=1))
+    table = summarize(table_dir)
+    (table_dir / "summary.json").write_text(json.dumps({**flags, "arms": ARMS, "table": table}, indent=1))
     print(f"{'arm':<20} {'test, argmax (hard)':<24} {'test, mixture (soft)':<24} {'identity chains':<24} "
           f"{'reads x_t and h_t-1':<24} {'GRU form':<24} stopped (seeds)")
     for arm, row in sorted(table.items()):

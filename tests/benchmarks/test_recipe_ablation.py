@@ -86,3 +86,26 @@ def test_summary_alone_trains_nothing_and_keeps_the_flags_the_runs_were_made_wit
     assert {key: written[key] for key in made} == made and written["table"]["rrnn-frozen"]["hard"] == [2.5]
     assert "rrnn-frozen" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rrnn-frozen-s0", "summary.json"]  # no run started
+
+
+def _ended(folder, metric: float) -> None:
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "checkpoints" / "last.pt").write_bytes(b"weights")
+    (folder / "final.json").write_text(json.dumps({"metric": "bpc", "test_bpc": metric}))
+
+
+def test_records_keep_each_ended_run_its_teacher_and_its_log_but_no_checkpoint(tmp_path, capsys):
+    root, records = tmp_path / "runs", tmp_path / "results"
+    _ended(root / "rrnn-recipe-s0", 2.6)
+    _ended(root / "rrnn-recipe-s0" / "teacher", 2.7)
+    (root / "rrnn-recipe-s0.log").write_text("epoch 1: done\n")
+    (root / "rrnn-recipe-s1" / "checkpoints").mkdir(parents=True)  # still running: not copied
+    made = {"task": "wiki5k", "max_train": 1000, "teacher_epochs": 2, "epochs": 2}
+    (root / "summary.json").write_text(json.dumps({**made, "table": {}}))
+    main(["--root", str(root), "--records", str(records), "--summary"])
+    kept = sorted(str(p.relative_to(records)) for p in records.rglob("*") if p.is_file())
+    assert kept == ["rrnn-recipe-s0.log", "rrnn-recipe-s0/final.json", "rrnn-recipe-s0/teacher/final.json",
+                    "summary.json"]
+    written = json.loads((records / "summary.json").read_text())
+    assert {key: written[key] for key in made} == made  # the flags of the runs, from ROOT's summary
+    assert written["table"]["rrnn-recipe"]["hard"] == [2.6] and written["table"]["gru-teacher"]["hard"] == [2.7]
