@@ -27,7 +27,10 @@ from torch.overrides import TorchFunctionMode
 
 import cellgraph
 from cellgraph import progress
-from cellgraph.backends.torch import device as torch_device, distributed as torch_distributed, train as torch_train
+from cellgraph.backends.torch import device as torch_device, distributed as torch_distributed, epoch as torch_epoch
+from cellgraph.backends.torch import train as torch_train
+from cellgraph.backends.torch.batches import batches
+from cellgraph.backends.torch.trainstate import TrainState, restore, seed_everything
 from cellgraph.backends.torch.checkpoint import load_checkpoint
 from cellgraph.backends.torch.device import autocast, resolve_device
 from cellgraph.backends.torch.distributed import Distributed, launched, process_group_backend
@@ -140,7 +143,7 @@ def test_train_eval_export_on_a_named_device(tmp_path, capsys, monkeypatch):
 
 def _setup(model: str, device: torch.device | str, n_train: int = 8, **settings):
     config = TrainConfig(**{**TINY, "model": model, "max_train": n_train, **settings})
-    torch_train._seed(0)
+    seed_everything(0)
     dataset = torch_train.load_data(config)
     net = torch_train.build_model(config, dataset).to(device)
     return config, dataset, net, torch_train._targets(config, dataset, device)
@@ -180,8 +183,8 @@ def test_a_training_step_makes_no_tensor_on_the_host(model):
     the batch on the meta device: no call meets a tensor the step made on the CPU (an index,
     a constant, a target tree's indices)."""
     config, dataset, net, targets = _setup(model, "meta", lambda_td=0.1, lambda_margin=0.1)
-    objective = torch_train._Objective(net, torch_train._loss(config), targets)
-    ((_, tokens, gold),) = torch_train.batches(dataset.train, [np.arange(4)], "meta")
+    objective = torch_epoch.Objective(net, torch_train._loss(config), targets)
+    ((_, tokens, gold),) = batches(dataset.train, [np.arange(4)], "meta")
     with DeviceMixing() as mixing:
         out = objective(tokens, gold, 1.0)
         out.loss.backward()
@@ -255,9 +258,9 @@ def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]],
         config, dataset, net, targets = _setup(model, device, n_train=4 * steps, **settings)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
         with count() as events:
-            loop = torch_train._EpochLoop(net, dataset, config, optimizer, torch_train._loss(config),
+            loop = torch_epoch.EpochLoop(net, dataset, config, optimizer, torch_train._loss(config),
                                           targets, Distributed(), print)
-            loop.run(torch_train._State(), time.perf_counter())
+            loop.run(TrainState(), time.perf_counter())
         recorded[steps] = list(events)
     return (len(recorded[5]) - len(recorded[2])) / 3, recorded[5]
 
@@ -388,8 +391,8 @@ def test_bf16_autocast_runs_the_model_and_keeps_the_loss_in_float32(model):
     losses = {}
     for amp in ("none", "bf16"):
         config, dataset, net, targets = _setup(model, "cpu", amp=amp, lambda_td=0.1)
-        objective = torch_train._Objective(net, torch_train._loss(config), targets, config.amp)
-        ((_, tokens, gold),) = torch_train.batches(dataset.train, [np.arange(4)], "cpu")
+        objective = torch_epoch.Objective(net, torch_train._loss(config), targets, config.amp)
+        ((_, tokens, gold),) = batches(dataset.train, [np.arange(4)], "cpu")
         out = objective(tokens, gold, 1.0)
         out.loss.backward()
         assert out.loss.dtype == torch.float32
@@ -447,7 +450,7 @@ def test_a_resumed_optimizer_keeps_its_step_counters_on_the_cpu(tmp_path):
     torch_train.train(config, tmp_path, log=lambda s: None)
     _, _, net, _ = _setup("gru", "cuda")
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-    torch_train._restore(net, optimizer, load_checkpoint(tmp_path / "checkpoints" / "last.pt"))
+    restore(net, optimizer, load_checkpoint(tmp_path / "checkpoints" / "last.pt"))
     for state in optimizer.state.values():
         assert state["step"].is_cpu and state["exp_avg"].is_cuda
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from cellgraph.backends.torch import train as torch_train
+from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
 from cellgraph.backends.torch.distributed import Distributed, launched, share
+from cellgraph.backends.torch.trainstate import seed_everything
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, paper_settings
 from cellgraph.experiment.runlog import RunLog
@@ -33,11 +34,11 @@ RTOL = 1e-5
 #: A training script for torchrun whose rank 1 alone gets a NaN task loss in step 2.
 NAN_ON_RANK_1 = """
 import json, sys
-from cellgraph.backends.torch import train as torch_train
+from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
 from cellgraph.backends.torch.distributed import launched
 from cellgraph.experiment.config import TrainConfig
 
-real, calls = torch_train.task_loss, []
+real, calls = torch_epoch.task_loss, []
 
 def task_loss(logits, targets):
     loss, n, right = real(logits, targets)
@@ -47,7 +48,7 @@ def task_loss(logits, targets):
             loss = loss * float("nan")
     return loss, n, right
 
-torch_train.task_loss = task_loss
+torch_epoch.task_loss = task_loss
 with launched() as dist:
     torch_train.train(TrainConfig(**json.loads(sys.argv[1])), sys.argv[2], dist=dist)
 """
@@ -123,7 +124,7 @@ def test_a_non_finite_loss_on_one_rank_skips_the_step_on_every_rank(tmp_path, mo
     script.write_text(NAN_ON_RANK_1)
     done = _torchrun(str(script), json.dumps(settings), str(tmp_path / "two"))
     assert done.stdout.count("step skipped") == 1, done.stdout
-    real, calls = torch_train.task_loss, []
+    real, calls = torch_epoch.task_loss, []
 
     def nan_in_step_2(logits, targets):  # the script's patch in one process
         loss, n, right = real(logits, targets)
@@ -133,7 +134,7 @@ def test_a_non_finite_loss_on_one_rank_skips_the_step_on_every_rank(tmp_path, mo
                 loss = loss * float("nan")
         return loss, n, right
 
-    monkeypatch.setattr(torch_train, "task_loss", nan_in_step_2)
+    monkeypatch.setattr(torch_epoch, "task_loss", nan_in_step_2)
     torch_train.train(TrainConfig(**settings), tmp_path / "one", log=lambda s: None)
     assert [r["bad_steps"] for r in RunLog.load(tmp_path / "two").metrics] == [1, 0]
     _same_metrics(tmp_path / "one", tmp_path / "two")
@@ -141,14 +142,14 @@ def test_a_non_finite_loss_on_one_rank_skips_the_step_on_every_rank(tmp_path, mo
 
 def test_shares_cover_every_global_batch_once():
     order = np.random.default_rng(0).permutation(11)
-    ranks = [list(torch_train._shares(order, 4, Distributed(r, 3))) for r in range(3)]
+    ranks = [list(torch_epoch.rank_shares(order, 4, Distributed(r, 3))) for r in range(3)]
     for step, batch in enumerate((order[:4], order[4:8], order[8:])):
         parts = [ranks[r][step] for r in range(3)]
         real = [part for part, factor in parts if factor]
         assert sorted(np.concatenate(real).tolist()) == sorted(batch.tolist())
         assert sum(factor for _, factor in parts) == pytest.approx(3.0)
     # the last batch has 3 samples: 1 each; a 2-sample batch leaves rank 2 a stand-in
-    ((part, factor),) = list(torch_train._shares(order[:2], 4, Distributed(2, 3)))
+    ((part, factor),) = list(torch_epoch.rank_shares(order[:2], 4, Distributed(2, 3)))
     assert factor == 0.0 and part.tolist() == order[:1].tolist()
 
 
@@ -159,10 +160,10 @@ def test_scaled_shards_average_to_the_one_process_gradient(world):
     size and a rank with only a stand-in sample."""
     config = TrainConfig(**{**TINY, "model": "rrnn", "n_iterations": 3, "lambda_td": 0.5, "lambda_margin": 0.5,
                             "lambda_l2": 1e-2})
-    torch_train._seed(0)
+    seed_everything(0)
     dataset = torch_train.load_data(config)
     model = torch_train.build_model(config, dataset)
-    objective = torch_train._Objective(model, torch_train._loss(config), torch_train._targets(config, dataset))
+    objective = torch_epoch.Objective(model, torch_train._loss(config), torch_train._targets(config, dataset))
     params = list(model.parameters())
     split = dataset.train
 
@@ -172,7 +173,7 @@ def test_scaled_shards_average_to_the_one_process_gradient(world):
 
     for batch in (np.arange(5), np.arange(world - 1)):  # uneven; fewer samples than ranks
         whole = gradient(batch, 1.0)
-        shares = [next(torch_train._shares(batch, len(batch), Distributed(r, world))) for r in range(world)]
+        shares = [next(torch_epoch.rank_shares(batch, len(batch), Distributed(r, world))) for r in range(world)]
         parts = [gradient(part, factor) for part, factor in shares]
         mean = [sum(g) / world for g in zip(*parts)]
         for a, b in zip(whole, mean):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from cellgraph.backends.torch.train import (
-    _seed, build_model, epoch_order, evaluate_run, export_cell, load_data, shape_form, train,
-)
+from cellgraph.algorithms.shape import shape_form
+from cellgraph.backends.torch.train import build_model, epoch_order, evaluate_run, export_cell, load_data, train
+from cellgraph.backends.torch.trainstate import seed_everything
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.cell.graph import MultiCell
 from cellgraph import progress
@@ -125,7 +125,7 @@ def test_rrnn_gru_logs_n_e_and_alternates(runs):
 
 def test_alternating_phase_freezes_the_other_parameters(tmp_path):
     config = tiny(model="rrnn-gru", alternate_every=1, epochs=1)
-    _seed(config.seed)
+    seed_everything(config.seed)
     start = build_model(config, load_data(config))
     train(config, tmp_path, log=lambda s: None)
     state = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)["model"]
@@ -332,7 +332,7 @@ def test_glove_initialises_the_embedding(tmp_path):
 
 
 def test_tau_is_annealed_geometrically_and_recorded(tmp_path):
-    from cellgraph.backends.torch.train import tau_at
+    from cellgraph.backends.torch.epoch import tau_at
 
     config = tiny(tau=1.0, tau_end=0.01, epochs=2)
     assert tau_at(config, 0.0) == 1.0 and tau_at(config, 1.0) == pytest.approx(0.01)
@@ -344,7 +344,7 @@ def test_tau_is_annealed_geometrically_and_recorded(tmp_path):
 
 
 def test_outweighed_names_the_weight_to_lower():
-    from cellgraph.backends.torch.train import outweighed
+    from cellgraph.backends.torch.messages import outweighed
 
     record = {"epoch": 1, "loss_task": 40.0, "loss_td": 500.0, "loss_margin": -3.0, "loss_l2": None}
     assert "lower lambda_td" in outweighed(record) and "12x" in outweighed(record)
@@ -361,7 +361,7 @@ def test_the_first_epoch_warns_once_when_an_auxiliary_term_swamps_the_task(tmp_p
 
 
 def test_hard_search_warning_compares_with_soft_and_uniform():
-    from cellgraph.backends.torch.train import hard_search_warning
+    from cellgraph.backends.torch.messages import hard_search_warning
 
     ok = {"metric": "bpc", "val_bpc_hard": 3.5, "val_bpc_soft": 3.2}
     assert hard_search_warning(ok, 27) is None
@@ -395,13 +395,14 @@ def test_num_threads_holds_for_its_run_only(tmp_path):
 
 @pytest.mark.parametrize("l2_embedding", [False, True])
 def test_the_l2_term_reaches_the_embedding_only_when_asked(l2_embedding):
-    from cellgraph.backends.torch.train import _loss, _Objective
+    from cellgraph.backends.torch.epoch import Objective
+    from cellgraph.backends.torch.train import _loss
 
     config = tiny(model="gru", lambda_l2=0.5, l2_embedding=l2_embedding)
     data = load_data(config)
     model = build_model(config, data)
     split = data.train
-    step = _Objective(model, _loss(config), None, l2_embedding=l2_embedding)(
+    step = Objective(model, _loss(config), None, l2_embedding=l2_embedding)(
         torch.as_tensor(split.inputs[:4]), torch.as_tensor(split.targets[:4]), 1.0)
     squares = {name: float((p.detach().double() ** 2).sum()) for name, p in model.named_parameters()}
     want = sum(v for name, v in squares.items() if l2_embedding or not name.startswith("embedding."))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cellgraph.backends.torch import train as torch_train
+from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
+from cellgraph.backends.torch.trainstate import seed_everything
 from cellgraph.backends.torch.checkpoint import load_checkpoint, save_checkpoint
 from cellgraph.backends.torch.train import TrainingStopped, train
 from cellgraph.errors import CellGraphError
@@ -66,7 +67,7 @@ def test_resume_after_sigkill_is_bit_exact(tmp_path, model):
 def _nan_on(steps: set[int], monkeypatch) -> list[int]:
     """Make the task loss NaN on the given (global, 1-based) training steps."""
     calls: list[int] = []
-    real = torch_train.task_loss
+    real = torch_epoch.task_loss
 
     def patched(logits, targets):
         loss, n, right = real(logits, targets)
@@ -76,7 +77,7 @@ def _nan_on(steps: set[int], monkeypatch) -> list[int]:
                 loss = loss * float("nan")
         return loss, n, right
 
-    monkeypatch.setattr(torch_train, "task_loss", patched)
+    monkeypatch.setattr(torch_epoch, "task_loss", patched)
     return calls
 
 
@@ -92,7 +93,7 @@ def test_non_finite_steps_are_skipped_and_counted(tmp_path, monkeypatch):
 def test_a_skipped_step_does_not_update(tmp_path, monkeypatch):
     _nan_on(set(range(1, 100)), monkeypatch)
     config = TrainConfig(**{**TINY, "epochs": 1, "max_bad_steps": 100, "alternate_every": 0})
-    torch_train._seed(config.seed)
+    seed_everything(config.seed)
     start = torch_train.build_model(config, torch_train.load_data(config)).state_dict()
     train(config, tmp_path, log=lambda s: None)
     end = load_checkpoint(tmp_path / "checkpoints" / "last.pt")["model"]
@@ -156,18 +157,18 @@ def test_a_run_killed_within_an_epoch_resumes_from_its_last_step_exactly(tmp_pat
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     train(TrainConfig(**settings), whole, log=lambda s: None)
     calls = _nan_on(set(), monkeypatch)
-    real = torch_train.task_loss
+    real = torch_epoch.task_loss
 
     def dies_at_step_7(logits, targets):
         if logits.requires_grad and len(calls) == 6:
             raise _Killed
         return real(logits, targets)
 
-    monkeypatch.setattr(torch_train, "task_loss", dies_at_step_7)
+    monkeypatch.setattr(torch_epoch, "task_loss", dies_at_step_7)
     with pytest.raises(_Killed):
         train(TrainConfig(**settings), killed, log=lambda s: None)
     assert load_checkpoint(killed / "checkpoints" / "last.pt")["within_epoch"]["step"] == 2
-    monkeypatch.setattr(torch_train, "task_loss", real)
+    monkeypatch.setattr(torch_epoch, "task_loss", real)
     logs: list[str] = []
     train(TrainConfig(**settings), killed, resume=True, log=logs.append)
     assert "resuming" in logs[0] and "step 2 of epoch 2" in logs[0]
