@@ -9,7 +9,7 @@ block computes
     alpha(v) = w2 . sigmoid(W1 v + b1)                       (B, n_nl n_o n_r P)
     alpha(a z + c) = w2 . sigmoid(a W1 z + c W1 1 + b1)      (B, n_a n_o n_r P)
 
-(the scoring network in the sigmoid form of :class:`~cellgraph.backends.torch.search.SearchParams`;
+(the scoring network in the sigmoid form of :class:`~cellgraph.backends.torch.scoring.SearchParams`;
 for ``o = add``, ``W1 z = W1 L_r c_i + W1 R_r c_j + W1 b_r`` is a sum of per-node projections).
 Built from torch ops, that is some 25 autograd nodes an iteration, each with its own saved
 tensors, gradient buffers and a stack that copies ``z`` and ``v`` once more; here it is one node
@@ -180,7 +180,7 @@ def affine_scores_backward(first_layer: Callable[[int], Tensor], grad: Tensor, w
     for u in range(scale.shape[0]):
         s = first_layer(u).sigmoid_()
         g = grad[:, u]
-        gw = torch.mm(g.reshape(1, -1), s.view(-1, s.shape[-1]))[0]  # not mv: see search._times
+        gw = torch.mm(g.reshape(1, -1), s.view(-1, s.shape[-1]))[0]  # not mv: see scoring.matvec
         dw2 = gw if dw2 is None else dw2.add_(gw)
         ds = torch.ops.aten.sigmoid_backward(w2.expand_as(s), s).mul_(g[..., None])
         doffset.append(ds.sum((0, 1, 2)))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from cellgraph.backends.torch import search as search_module
+from cellgraph.backends.torch import scoring
 from cellgraph.backends.torch.search import prepare, search
 from cellgraph.cell import registry
 from cellgraph.cell.expr import h, x, zero
@@ -59,7 +59,7 @@ def _outputs_and_grads(block, params, weights, inputs, seed=2):
 
 
 def _op_by_op(params, Lc, Rc, GL, GR):
-    Z, Vn, scores = search_module._scored(params, Lc, Rc, GL, GR)
+    Z, Vn, scores = scoring.block_scores(params, Lc, Rc, GL, GR)
     return Z, Vn, scores + params.b2
 
 
@@ -70,7 +70,7 @@ def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast, n
     params, weights = _params(activations, ops, norm=norm)
     assert params.fused
     inputs = _inputs(params, P, broadcast)
-    fused, fused_grads = _outputs_and_grads(search_module._block, params, weights, inputs)
+    fused, fused_grads = _outputs_and_grads(scoring.score_block, params, weights, inputs)
     plain, plain_grads = _outputs_and_grads(_op_by_op, params, weights, inputs)
     assert len(fused) == len(plain)
     for a, b in zip(fused, plain):
@@ -96,9 +96,9 @@ def test_block_gradcheck(activations, norm, path):
 
     def block(Lc, Rc, GL, GR, *values):
         if path == "fused":
-            return search_module.fused_block(Lc, Rc, GL, GR, *values[:6], params.scale, values[6],
+            return scoring.fused_block(Lc, Rc, GL, GR, *values[:6], params.scale, values[6],
                                              params.plan.nonlinear, params.plan.additive, norm)
-        return search_module._scored(dataclasses.replace(params, **dict(zip(names, values))), Lc, Rc, GL, GR)
+        return scoring.block_scores(dataclasses.replace(params, **dict(zip(names, values))), Lc, Rc, GL, GR)
 
     assert torch.autograd.gradcheck(block, (Lc, Rc, GL, GR, *consts))
 
@@ -137,7 +137,7 @@ def test_search_fused_and_op_by_op_agree(mode, norm, monkeypatch):
         rng_copy = np.random.default_rng()
         rng_copy.bit_generator.state = state
         if not fused:
-            monkeypatch.setattr(search_module.SearchParams, "fused", property(lambda self: False))
+            monkeypatch.setattr(scoring.SearchParams, "fused", property(lambda self: False))
         results.append(run())
     (a, grads_a), (b, grads_b) = results
     for name in ("left", "right", "tuple_pos", "op_pos", "act_pos"):

@@ -318,7 +318,7 @@ def test_soft_mode_gradcheck(norm, tau_units, monkeypatch):
     score spread is a constant of the backward pass by design, so the check holds it fixed
     (one value per sample) to compare the finite differences with it."""
     spread = torch.tensor([1.3, 0.6], dtype=torch.float64)
-    monkeypatch.setattr("cellgraph.backends.torch.search._Candidates.spread", lambda self: spread)
+    monkeypatch.setattr("cellgraph.backends.torch.candidates.Candidates.spread", lambda self: spread)
     space, p = _space(2), 3
     params, alpha, leaf_values = _case(11, p, 2, 3, "normal", "random")
     L, R, b = (torch.tensor(np.stack([t[i] for t in params[:3]]), requires_grad=True) for i in range(3))
