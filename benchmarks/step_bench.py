@@ -13,7 +13,7 @@ Models (all with input size = hidden size ``p``):
   with the search that reads its exclusion outcomes from the device at every iteration (the
   default where it runs eagerly) and the one that reads nothing until it ends (the default
   where it is compiled for a GPU), whatever the device;
-* ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn.RRNNGRU`;
+* ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRU`;
 * ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
   run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
   steps; the projections of ``x`` made for all steps before it);
@@ -27,8 +27,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
+from cellgraph.backends.torch.baselines import GRUBaseline
 from cellgraph.backends.torch.freeze import FrozenRNN, freeze
-from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU, GRUBaseline
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.benchmarks.measure import best_time, dispatched_ops, peak_memory
 from cellgraph.targets import target
 

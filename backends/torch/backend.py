@@ -1,7 +1,8 @@
 """The ``torch`` backend: entry point ``cellgraph.backends.torch.backend:backend``.
 
-It exposes the training modules (:mod:`~cellgraph.backends.torch.rrnn`), the batched search
-(:mod:`~cellgraph.backends.torch.search`) and frozen cells
+It exposes the training modules (:mod:`~cellgraph.backends.torch.rrnn`,
+:mod:`~cellgraph.backends.torch.rrnn_gru`, :mod:`~cellgraph.backends.torch.baselines`), the
+batched search (:mod:`~cellgraph.backends.torch.search`) and frozen cells
 (:mod:`~cellgraph.backends.torch.freeze`), and follows the core's
 :class:`cellgraph.backend.Backend` protocol: it evaluates core graphs on leaf vectors
 through a float64 :class:`FrozenCell` and returns numpy arrays.
@@ -15,10 +16,10 @@ import numpy as np
 import torch
 
 from cellgraph.backends.torch import search as torch_search
+from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch.freeze import FrozenCell, freeze
-from cellgraph.backends.torch.rrnn import (
-    RRNN, GRUBaseline, LSTMBaseline, RRNNCell, RRNNGRU, RRNNGRUCell, structure,
-)
+from cellgraph.backends.torch.rrnn import RRNN, RRNNCell, structure
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU, RRNNGRUCell
 from cellgraph.cell.expr import Expr, Leaf
 from cellgraph.cell.graph import CellGraph, MultiCell
 

@@ -10,7 +10,8 @@ Eq. 5; docs/paper-notes.md, *TD target vectors: self and teacher* and
 
 The core is chosen by ``config.model``: ``rrnn`` (:class:`~cellgraph.backends.torch.rrnn.RRNN`,
 one search per state of ``config.target``), ``rrnn-gru``
-(:class:`~cellgraph.backends.torch.rrnn.RRNNGRU`), or the ``gru`` / ``lstm`` baselines.
+(:class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRU`), or the ``gru`` / ``lstm`` baselines
+(:mod:`~cellgraph.backends.torch.baselines`).
 
 The TD term needs vectors on the target tree at every step; a *target source* gives them for
 one batch: :class:`SelfTargets` (the target tree with the model's own tuples on the model's
@@ -28,8 +29,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch.loss import TargetTree
-from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU, GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.backends.torch.targets import SelfTargetProvider, TeacherTargetProvider
 from cellgraph.backends.torch.trace import SearchTrace
 from cellgraph.cell.graph import MultiCell

@@ -28,7 +28,8 @@ import math
 
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNNCell, RRNNGRUCell
+from cellgraph.backends.torch.rrnn import RRNNCell
+from cellgraph.backends.torch.rrnn_gru import RRNNGRUCell
 from cellgraph.backends.torch.structure import slot
 from cellgraph.cell.expr import Expr
 from cellgraph.errors import CellGraphError

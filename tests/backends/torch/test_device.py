@@ -29,12 +29,13 @@ import cellgraph
 from cellgraph import progress
 from cellgraph.backends.torch import device as torch_device, distributed as torch_distributed, epoch as torch_epoch
 from cellgraph.backends.torch import train as torch_train
+from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch.batches import batches
 from cellgraph.backends.torch.trainstate import TrainState, restore, seed_everything
 from cellgraph.backends.torch.checkpoint import load_checkpoint
 from cellgraph.backends.torch.device import autocast, resolve_device
 from cellgraph.backends.torch.distributed import Distributed, launched, process_group_backend
-from cellgraph.backends.torch.rrnn import RRNN, GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.rrnn import RRNN
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import TrainConfig, load_run_config

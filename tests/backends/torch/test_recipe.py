@@ -9,7 +9,8 @@ import json
 import pytest
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.backends.torch.search import prepare, search
 from cellgraph.backends.torch.structure import n_slots, slot
 from cellgraph.backends.torch.task import TaskModel

@@ -12,7 +12,8 @@ import torch
 from cellgraph.backends.torch import scoring
 from cellgraph.backends.torch import search as search_module
 from cellgraph.backends.torch.compiled import Compiled
-from cellgraph.backends.torch.rrnn import RRNN, RRNNGRU
+from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.backends.torch.task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.errors import CellGraphError

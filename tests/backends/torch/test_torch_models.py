@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from cellgraph.backends.torch.backend import backend
+from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch.freeze import freeze
-from cellgraph.backends.torch.rrnn import (
-    RRNN, GRUBaseline, LSTMBaseline, RRNNCell, RRNNGRU, RRNNGRUCell, structure,
-)
+from cellgraph.backends.torch.rrnn import RRNN, RRNNCell, structure
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU, RRNNGRUCell
 from cellgraph.cell.expr import Leaf, Role
 from cellgraph.cell.graph import MultiCell
 from cellgraph.errors import CellGraphError

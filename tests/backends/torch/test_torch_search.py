@@ -11,7 +11,7 @@ from devices import DEVICES, needs_cuda
 from hypothesis import given, settings, strategies as st
 
 from cellgraph.backends.numpy.backend import mlp_alpha, search as np_search
-from cellgraph.backends.torch.rrnn import RRNNGRU
+from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.backends.torch.search import KeyCode, prepare, search
 from cellgraph.backends.torch.structure import n_slots
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
