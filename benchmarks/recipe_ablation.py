@@ -229,8 +229,12 @@ def _shape(form: dict[str, Any]) -> str:
 
 
 def _cell(values: list[float]) -> str:
+    """``mean ± sample std (count)``; past 1e4 (a cell whose state blew up) each value alone,
+    in two significant digits."""
     if not values:
         return "-"
+    if max(abs(v) for v in values) >= 1e4:
+        return ", ".join(f"{v:.2g}" for v in values)
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
     return f"{statistics.mean(values):.3f} ± {sd:.3f} ({len(values)})"
 

@@ -109,3 +109,10 @@ def test_records_keep_each_ended_run_its_teacher_and_its_log_but_no_checkpoint(t
     written = json.loads((records / "summary.json").read_text())
     assert {key: written[key] for key in made} == made  # the flags of the runs, from ROOT's summary
     assert written["table"]["rrnn-recipe"]["hard"] == [2.6] and written["table"]["gru-teacher"]["hard"] == [2.7]
+
+
+def test_a_blown_up_metric_is_shown_per_seed_not_as_a_mean():
+    from cellgraph.benchmarks.recipe_ablation import _cell
+    assert _cell([2.5, 2.7]) == "2.600 ± 0.141 (2)"
+    assert _cell([74373.5, 3.0e15]) == "7.4e+04, 3e+15"
+    assert _cell([]) == "-"
