@@ -53,7 +53,7 @@ from typing import Any
 from cellgraph.algorithms.shape import shape_form
 from cellgraph.experiment.config import PRESETS, paper_settings
 from cellgraph.experiment.runlog import with_reads
-from cellgraph.experiment.runs import STOPPED, copy_record, eval_name
+from cellgraph.experiment.runs import STOPPED, TEACHER, copy_record, eval_name
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
@@ -159,18 +159,21 @@ def run_one(root: Path, name: str, args: list[str], records: Path | None = None)
         with open(root / f"{name}.log", "a") as log:
             code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
         line = f"{name}: exit {code}"
-    if records is not None and ((folder / "final.json").exists() or (folder / STOPPED).exists()):
+    if records is not None and _ended(folder):
         keep_record(root, name, records)
     return line
 
 
+def _ended(folder: Path) -> bool:
+    """Whether run folder ``folder`` finished (``final.json``) or stopped (``stopped.json``)."""
+    return (folder / "final.json").exists() or (folder / STOPPED).exists()
+
+
 def keep_record(root: Path, name: str, records: Path) -> None:
-    """Copy run ``NAME``'s record from ``root`` to ``records``: its folder's and its teacher's
-    (:func:`~cellgraph.experiment.runs.copy_record`, never checkpoints) and its log."""
-    folder, dest = root / name, records / name
-    copy_record(folder, dest)
-    if (folder / "teacher" / "final.json").exists():
-        copy_record(folder / "teacher", dest / "teacher")
+    """Copy run ``NAME``'s record from ``root`` to ``records``
+    (:func:`~cellgraph.experiment.runs.copy_record`: with its teacher's, never checkpoints)
+    and its log."""
+    copy_record(root / name, records / name)
     if (root / f"{name}.log").exists():
         shutil.copy2(root / f"{name}.log", records / f"{name}.log")
 
@@ -193,8 +196,8 @@ def summarize(root: Path) -> dict[str, Any]:
             _row(table, arm)["stopped"].append(int(seed))
         else:
             continue
-        if (folder / "teacher" / "final.json").exists():
-            teachers.setdefault(seed, folder / "teacher")
+        if (folder / TEACHER / "final.json").exists():
+            teachers.setdefault(seed, folder / TEACHER)
     for folder in teachers.values():
         _add(table, "gru-teacher", folder)
     return table
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     flags = {"task": a.task, "max_train": a.max_train, "teacher_epochs": a.teacher_epochs, "epochs": a.epochs}
     if a.summary:
         for folder in sorted(root.iterdir()) if records and root.is_dir() else ():
-            if (folder / "final.json").exists() or (folder / STOPPED).exists():
+            if _ended(folder):
                 keep_record(root, folder.name, records)
         for made in (table_dir / "summary.json", root / "summary.json"):
             if made.exists():

@@ -70,7 +70,7 @@ from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, load_run_config, resolved_td_match
 from cellgraph.experiment.runlog import METRICS
-from cellgraph.experiment.runs import RunDir
+from cellgraph.experiment.runs import TEACHER, RunDir
 from cellgraph.files import write_json
 
 __all__ = [
@@ -166,7 +166,7 @@ def _with_teacher(config: TrainConfig, out_dir: str | Path, log: Log, dist: Dist
     if dist.active:
         raise CellGraphError("warm_start=teacher under torchrun needs a finished gru run: train it first and "
                              "pass it with --teacher")
-    folder = Path(out_dir) / "teacher"
+    folder = Path(out_dir) / TEACHER
     if not (folder / "final.json").exists():
         resume = RunDir(folder).has_checkpoint()
         log(f"warm start: {'resuming' if resume else 'training'} the teacher gru run in {folder} "

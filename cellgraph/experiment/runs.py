@@ -29,22 +29,25 @@ from typing import Any, ContextManager
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.files import atomic_write, deferred_interrupt, exclusive, read_json, write_json
 
-__all__ = ["eval_name", "RunDir", "RECORD_FILES", "STOPPED", "copy_record", "package_versions", "load_run"]
+__all__ = ["eval_name", "RunDir", "RECORD_FILES", "STOPPED", "TEACHER", "copy_record", "package_versions", "load_run"]
 
 PACKAGES = ("cellgraph", "numpy", "torch", "sympy", "networkx", "graphviz", "matplotlib", "optuna")
 
 #: The file of a run that stopped on non-finite losses (why, the epoch, the last good one),
 #: there until the run is resumed.
 STOPPED = "stopped.json"
+#: The folder in a run folder where ``warm_start=teacher`` trains the run's teacher.
+TEACHER = "teacher"
 #: What a run's *record* keeps, with its ``eval_*.json`` and ``structures/``: never checkpoints.
 RECORD_FILES = ("config.json", "env.json", "metrics.jsonl", "final.json", STOPPED)
 
 
 def copy_record(run: Path, dest: Path) -> Path:
     """Copy the record of run folder ``run`` into ``dest`` (made if missing): the
-    :data:`RECORD_FILES` it has, its ``eval_*.json`` and its ``structures/`` folder (replaced
-    whole), never its checkpoints. A record file the run no longer has leaves ``dest`` too (a
-    resumed run's ``stopped.json``). Returns ``dest``."""
+    :data:`RECORD_FILES` it has, its ``eval_*.json``, its ``structures/`` folder (replaced
+    whole) and, for a run warm-started from a teacher it trained (``warm_start=teacher``), the
+    teacher's record in ``teacher/``; never checkpoints. A record file the run no longer has
+    leaves ``dest`` too (a resumed run's ``stopped.json``). Returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in RECORD_FILES:
         if (run / name).is_file():
@@ -56,6 +59,8 @@ def copy_record(run: Path, dest: Path) -> Path:
     if (run / "structures").is_dir():
         shutil.rmtree(dest / "structures", ignore_errors=True)
         shutil.copytree(run / "structures", dest / "structures")
+    if (run / TEACHER).is_dir():
+        copy_record(run / TEACHER, dest / TEACHER)
     return dest
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import PRESETS, TrainConfig, compact, parse_set, preset_conflicts, resolve_config
-from cellgraph.experiment.runs import RunDir
+from cellgraph.experiment.runs import TEACHER, RunDir, copy_record
 from cellgraph.files import atomic_write, read_json
 
 
@@ -198,3 +198,15 @@ def test_a_locked_run_folder_refuses_a_second_holder_and_names_the_first(tmp_pat
                 pass
     with RunDir(tmp_path / "run").lock():  # released when the block ends
         pass
+
+
+def test_a_record_keeps_the_teacher_a_warm_start_trained_and_no_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    for folder in (run, run / TEACHER):
+        (folder / "checkpoints").mkdir(parents=True)
+        (folder / "checkpoints" / "last.pt").write_bytes(b"weights")
+        for name in ("config.json", "final.json"):
+            (folder / name).write_text("{}")
+    dest = copy_record(run, tmp_path / "record")
+    kept = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert kept == ["config.json", "final.json", "teacher/config.json", "teacher/final.json"]

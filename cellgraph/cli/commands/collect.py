@@ -1,5 +1,5 @@
 """Copy each run folder's record into DIR/[PREFIX-]NAME: config.json, env.json, metrics.jsonl,
-final.json, eval_*.json and structures/, never checkpoints, so that the runs behind a table can
+final.json, eval_*.json, structures/ and a warm start's teacher/ (its record), never checkpoints, so that the runs behind a table can
 be committed and 'cellgraph summarize' reprints it. Runs without final.json (stopped or
 killed) are skipped unless --unfinished."""
 
