@@ -39,7 +39,8 @@ repeating a trial, written against optuna 5's storage API:
    the same way once ``grace`` has passed.
 4. *Failures.* A trial whose training raises (a bad configuration, ``max_bad_steps``
    non-finite losses in a row) is told FAIL with its error as user attribute ``error`` and
-   is not retried.
+   is not retried by the workers; :func:`requeue_failed` (``cellgraph search
+   --requeue-failed``) queues the failed slots again once their cause is fixed.
 5. *Stopping.* A worker stops when no trial is WAITING or RUNNING: every slot is then
    finished, so re-running the same command resumes an interrupted search and returns
    when it is complete.
@@ -509,12 +510,31 @@ def work(study: Study, storage: RDBStorage, base: TrainConfig, folder: str | Pat
 # --- reports ---------------------------------------------------------------------------
 
 
-def summary(study: Study) -> str:
-    """One line: how many slots are in each state (a slot's state is its latest trial's) and the best."""
+def latest_trials(study: Study) -> dict[int, FrozenTrial]:
+    """Each slot's latest trial (a slot's state is its latest trial's), by slot."""
     latest: dict[int, FrozenTrial] = {}
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         latest[t.user_attrs["slot"]] = t
-    counts = Counter(t.state.name.lower() for t in latest.values())
+    return dict(sorted(latest.items()))
+
+
+def requeue_failed(study: Study) -> list[int]:
+    """Queue again every slot whose latest trial FAILED: a WAITING copy with the same
+    parameters and slot, for when what failed it (a missing data set, a broken install) has
+    been fixed. The slot's run folder is kept, so the copy resumes its run from the last
+    checkpoint. Returns the slots queued."""
+    failed = [t for t in latest_trials(study).values() if t.state == TrialState.FAIL]
+    study.add_trials(
+        optuna.create_trial(state=TrialState.WAITING, params=t.params, distributions=t.distributions,
+                            user_attrs={"slot": t.user_attrs["slot"]})
+        for t in failed
+    )
+    return [t.user_attrs["slot"] for t in failed]
+
+
+def summary(study: Study) -> str:
+    """One line: how many slots are in each state (a slot's state is its latest trial's) and the best."""
+    counts = Counter(t.state.name.lower() for t in latest_trials(study).values())
     text = (f"study {study.study_name}: {study.user_attrs[SPEC_ATTR]['slots']} slots, "
             + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     best = best_trial(study)

@@ -149,6 +149,34 @@ def test_failing_trials_are_recorded_and_the_search_goes_on(tmp_path, capsys):
     assert hpo.summary(study) == "study broken: 2 slots, 2 fail"
 
 
+def test_failed_slots_are_queued_again_with_their_parameters(tmp_path, monkeypatch, capsys):
+    base = _base()
+    storage = hpo.open_storage(hpo.sqlite_url(tmp_path), heartbeat=1, grace=2)
+    study = hpo.open_study(storage, "fixed", hpo.make_spec(base, hpo.search_space("gru", "sst", []), 0), 3)
+    folders = []
+
+    def broken(config, run_dir, title):  # an install broken for every slot but slot 1
+        folders.append(run_dir)
+        if run_dir.name != "slot-0001":
+            raise ImportError("cannot import name 'X'")
+        return 2.0
+
+    monkeypatch.setattr(hpo, "_train_trial", broken)
+    hpo.work(study, storage, base, tmp_path, heartbeat=1)
+    assert hpo.summary(study).startswith("study fixed: 3 slots, 1 complete, 2 fail")
+    first = {t.user_attrs["slot"]: t.params for t in study.get_trials()}
+
+    assert main(["search", "--requeue-failed", "--dir", str(tmp_path)]) == 0
+    assert "slots 0, 2 queued again" in capsys.readouterr().out
+    monkeypatch.setattr(hpo, "_train_trial", lambda config, run_dir, title: folders.append(run_dir) or 1.0)
+    hpo.work(study, storage, base, tmp_path, heartbeat=1)
+    latest = hpo.latest_trials(study)
+    assert [t.state for t in latest.values()] == [TrialState.COMPLETE] * 3
+    assert {slot: t.params for slot, t in latest.items()} == first
+    assert [f.name for f in folders[3:]] == ["slot-0000", "slot-0002"]  # the same folders: their runs resume
+    assert hpo.requeue_failed(study) == []
+
+
 def test_each_trial_hands_its_freed_memory_back(tmp_path, monkeypatch):
     """The worker returns the heap a trial freed after every trial, failed ones too."""
     calls = []

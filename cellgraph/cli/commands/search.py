@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how often a trial whose worker died is queued again (default 3)")
     p.add_argument("--best", action="store_true", help="print every trial and the best one's settings")
     p.add_argument("--list", action="store_true", help="print every trial")
+    p.add_argument("--requeue-failed", action="store_true",
+                   help="queue again the slots whose latest trial failed (once what failed them is fixed) "
+                   "and stop; the next run of the search command trains them, resuming their runs")
     p.add_argument("--export", metavar="FILE.toml", default=None,
                    help="with --best: write the best trial's settings for cellgraph train --config")
     p.set_defaults(func=run)
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     from cellgraph.errors import CellGraphError
 
     hpo = _hpo()
+    if args.requeue_failed:
+        return _requeue(args, hpo)
     if args.best or args.list:
         return _report(args, hpo)
     if args.export:
@@ -133,7 +138,8 @@ def _search(args: argparse.Namespace, hpo) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, hpo) -> int:
+def _existing(args: argparse.Namespace, hpo):
+    """The study that --study / --dir / --storage name, and its storage URL."""
     from cellgraph.errors import CellGraphError
 
     name = args.study or (f"{args.task}-{args.model}" if args.task and args.model else None)
@@ -147,7 +153,22 @@ def _report(args: argparse.Namespace, hpo) -> int:
     else:
         raise CellGraphError("say which search: --study NAME, --dir STUDY_DIR or --storage URL")
     storage = hpo.open_storage(url)
-    study = hpo.load_study(storage, hpo.only_study(storage, name))
+    return hpo.load_study(storage, hpo.only_study(storage, name)), url
+
+
+def _requeue(args: argparse.Namespace, hpo) -> int:
+    study, _ = _existing(args, hpo)
+    slots = hpo.requeue_failed(study)
+    print(f"study {study.study_name}: " + (f"slot{'s' if len(slots) > 1 else ''} {', '.join(map(str, slots))} "
+          "queued again; run the search command to train them" if slots else "no failed slot to queue again"))
+    print(hpo.summary(study))
+    return 0
+
+
+def _report(args: argparse.Namespace, hpo) -> int:
+    from cellgraph.errors import CellGraphError
+
+    study, url = _existing(args, hpo)
     print(hpo.summary(study))
     print(hpo.trials_table(study))
     if not args.best:
