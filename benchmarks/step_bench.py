@@ -13,6 +13,10 @@ Models (all with input size = hidden size ``p``):
   with the search that reads its exclusion outcomes from the device at every iteration (the
   default where it runs eagerly) and the one that reads nothing until it ends (the default
   where it is compiled for a GPU), whatever the device;
+* ``rrnn_recipe``: the search of the discovery recipe (straight-through, the structural term,
+  exclusion by slot, ``alpha``'s output layer zero as the warm start leaves it, so that the
+  search skips ``alpha``: ``constant_alpha``); ``rrnn_recipe_scored`` the same search running
+  ``alpha`` all the same (the recipe's step before ``constant_alpha``);
 * ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRU`;
 * ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
   run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
@@ -34,7 +38,7 @@ from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.benchmarks.measure import best_time, dispatched_ops, peak_memory
 from cellgraph.targets import target
 
-__all__ = ["CellLoop", "models", "training_step", "compare_steps"]
+__all__ = ["CellLoop", "models", "recipe_search", "training_step", "compare_steps"]
 
 
 class CellLoop(nn.Module):
@@ -66,11 +70,25 @@ def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tup
         "rrnn_soft_sample_norm": lambda: RRNN(mode="soft", candidate_norm="sample", tau_units="std", **rrnn),
         "rrnn_soft_reading": lambda: RRNN(mode="soft", sync_free=False, **rrnn),
         "rrnn_soft_sync_free": lambda: RRNN(mode="soft", sync_free=True, **rrnn),
+        "rrnn_recipe": lambda: recipe_search(True, **rrnn),
+        "rrnn_recipe_scored": lambda: recipe_search(False, **rrnn),
         "rrnn_gru": lambda: RRNNGRU(p, n_tuples, scoring_hidden=gru_scoring_hidden, return_traces=False),
         "frozen_gru": lambda: FrozenRNN(freeze(target("gru"), hidden_size=p)),
         "gru_cell_loop": lambda: CellLoop(nn.GRUCell(p, p)),
         "torch_gru": lambda: GRUBaseline(p),
     }
+
+
+def recipe_search(constant_alpha: bool, **rrnn: Any) -> RRNN:
+    """The discovery recipe's search (:data:`cellgraph.experiment.config.RECIPES`) with
+    ``alpha``'s output layer zero, as its warm start leaves it; ``constant_alpha``: skipped."""
+    model = RRNN(mode="straight-through", structure_term=True, exclusion="slot", constant_alpha=constant_alpha,
+                 **rrnn)
+    with torch.no_grad():
+        for net in model.cell.scoring:
+            net[-1].weight.zero_()
+            net[-1].bias.zero_()
+    return model
 
 
 def training_step(model: nn.Module, input: Tensor) -> Callable[[], None]:

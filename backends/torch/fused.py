@@ -86,9 +86,9 @@ class _FusedBlock(torch.autograd.Function):
     @staticmethod
     def forward(ctx, Lc: Tensor, Rc: Tensor, bias: Tensor, GL: Tensor | None, GR: Tensor | None,
                 W1_bias: Tensor, W1T: Tensor, b1: Tensor, w2: Tensor, offset: Tensor, scale: Tensor,
-                W1_sum: Tensor, layout: tuple[tuple[Callable, ...], tuple[bool, ...], bool]
+                W1_sum: Tensor, layout: tuple[tuple[Callable, ...], tuple[bool, ...], bool, bool]
                 ) -> tuple[Tensor, Tensor | None, Tensor]:
-        nonlinear, additive, sample = layout
+        nonlinear, additive, sample, scored = layout
         B, n_r, P, p = Lc.shape
         n_o, n_nl, n_a = len(additive), len(nonlinear), scale.shape[0]
         Z = Lc.new_empty(B, n_o, n_r, P, p)
@@ -103,13 +103,14 @@ class _FusedBlock(torch.autograd.Function):
             for u, act in enumerate(nonlinear):
                 _ACTIVATIONS[act][0](Z, Vr[:, u])
             Vn, *v_stats = _layer_norm(Vr) if sample else (Vr, None, None)
-            h1 = torch.addmm(b1, Vn.view(-1, p), W1T).sigmoid_()
-            scores.append((h1 @ w2).view(B, -1))
+            if scored:
+                h1 = torch.addmm(b1, Vn.view(-1, p), W1T).sigmoid_()
+                scores.append((h1 @ w2).view(B, -1))
         ts: list[Tensor | None] = []
         base, Zn, z_stats = None, Z, (None, None)
-        if n_a:
-            if sample:
-                Zn, *z_stats = _layer_norm(Z)
+        if n_a and sample:
+            Zn, *z_stats = _layer_norm(Z)
+        if n_a and scored:
             per_op = []
             for o, add in enumerate(additive):
                 if add:
@@ -123,6 +124,8 @@ class _FusedBlock(torch.autograd.Function):
                 per_op.append(torch.stack([_affine_first_layer(u, t, GL, base, offset, scale).sigmoid_() @ w2
                                            for u in range(n_a)], 1))
             scores.append(torch.stack(per_op, 2).view(B, -1))
+        if not scored:  # alpha(v) = b_2, which score_block adds
+            scores.append(Lc.new_zeros(B, (n_nl + n_a) * n_o * n_r * P))
         ctx.layout = layout
         ctx.set_materialize_grads(False)  # no gradient of the scores (hard mode): no scoring backward
         ctx.save_for_backward(Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Z, Zn,
@@ -134,7 +137,9 @@ class _FusedBlock(torch.autograd.Function):
     def backward(ctx, dZn: Tensor | None, dVn: Tensor | None, dscores: Tensor | None) -> tuple[Tensor | None, ...]:
         (Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Z, Zn, z_mean, z_rstd,
          Vr, Vn, v_mean, v_rstd, h1, *ts) = ctx.saved_tensors
-        nonlinear, additive, sample = ctx.layout
+        nonlinear, additive, sample, scored = ctx.layout
+        if not scored:  # the scores are constant
+            dscores = None
         B, n_o, n_r, P, p = Z.shape
         n_nl, n_a, X = len(nonlinear), scale.shape[0], n_o * n_r * P
         normed = sample and n_a > 0  # the block's Z is zn
@@ -246,8 +251,8 @@ def _operations_backward(additive: tuple[bool, ...], dZ: Tensor, Lc: Tensor, Rc:
 
 def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bias: Tensor, W1_bias: Tensor,
                 W1T: Tensor, b1: Tensor, w2: Tensor, offset: Tensor, scale: Tensor, W1_sum: Tensor,
-                nonlinear: tuple[Callable, ...], additive: tuple[bool, ...], norm: str = "none"
-                ) -> tuple[Tensor, Tensor | None, Tensor]:
+                nonlinear: tuple[Callable, ...], additive: tuple[bool, ...], norm: str = "none",
+                scored: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
     """The candidates of one iteration and their scores, one autograd node.
 
     Args:
@@ -263,6 +268,10 @@ def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bi
         nonlinear: the torch functions of the non-affine activations (:func:`fusable`).
         additive: per operation, whether it is ``add`` (else ``mul``).
         norm: the candidate normalisation, ``none`` or ``sample``.
+        scored: False: the scoring network is not run (its output weights are zero:
+            :attr:`~cellgraph.backends.torch.scoring.SearchParams.scored`); the scores are zero,
+            and ``GL``, ``GR``, ``W1_bias``, ``W1T``, ``b1``, ``w2``, ``offset``, ``W1_sum`` are
+            not read.
 
     Returns:
         ``Z (B, n_o, n_r, P, p)`` (``zn`` under ``sample`` with an affine activation),
@@ -271,4 +280,4 @@ def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bi
         in the block's flat order (activation, operation, tuple, pair).
     """
     return _FusedBlock.apply(Lc, Rc, bias, GL, GR, W1_bias, W1T, b1, w2, offset, scale, W1_sum,
-                             (nonlinear, additive, norm == "sample"))
+                             (nonlinear, additive, norm == "sample", scored))

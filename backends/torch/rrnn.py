@@ -136,6 +136,10 @@ class RRNNCell(TupleModule):
             candidate slot, per run, starting at zero (the paper's score).
         exclusion: what ``v not in P_{k-1}`` excludes: ``value`` (the paper's) or ``slot``
             (:data:`cellgraph.algorithm2.EXCLUSIONS`).
+        constant_alpha: ``alpha``'s output weights are zero and stay so (the discovery
+            recipe's warm start with ``score_lr=0``), so ``alpha(v) = b_2`` for every
+            candidate and the search does not run the scoring network (the same scores, faster;
+            its first layer and output weights get no gradient).
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)`` or a tuple in ``states`` order (``None``: zeros).
@@ -150,7 +154,7 @@ class RRNNCell(TupleModule):
                  spaces: Sequence[SearchSpace] | None = None, layout: Layout | None = None,
                  compile: bool = False, tau_units: str = "score", sync_free: bool | None = None,
                  compile_mode: str = "default", structure_term: bool = False,
-                 exclusion: str = "value") -> None:
+                 exclusion: str = "value", constant_alpha: bool = False) -> None:
         super().__init__()
         states = tuple(states)
         if spaces is None:
@@ -178,6 +182,7 @@ class RRNNCell(TupleModule):
         self.structure_logits = nn.ParameterList(zero_logits(space.n_iterations, n_slots(space))
                                                  for space in spaces) if structure_term else None
         self.candidate_norm, self.sync_free, self.exclusion = candidate_norm, sync_free, exclusion
+        self.constant_alpha = constant_alpha
 
     def alpha_parameters(self) -> list[nn.Parameter]:
         """``alpha``'s parameters (the scoring networks)."""
@@ -192,7 +197,7 @@ class RRNNCell(TupleModule):
         L, R, b = self.layout_tuples()
         logits = list(self.structure_logits or [None] * len(self.spaces))
         return [prepare(space, L, R, b, net[0].weight, net[0].bias, net[2].weight[0], net[2].bias[0],
-                        self.candidate_norm, s, self.exclusion)
+                        self.candidate_norm, s, self.exclusion, not self.constant_alpha)
                 for space, net, s in zip(self.spaces, self.scoring, logits)]
 
     def forward(self, x: Tensor, state: State | None = None,

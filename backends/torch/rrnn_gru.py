@@ -135,6 +135,9 @@ class RRNNGRUCell(TupleModule):
             nodes and tuples ``hn``, ``n``: what a warm start from a ``gru`` run computes).
         structure_term: add a learned logit per choosing node and tuple to ``alpha``
             (:mod:`~cellgraph.backends.torch.structure`), zero at the start.
+        constant_alpha: ``alpha``'s output weights are zero and stay so (the discovery
+            recipe's warm start with ``score_lr=0``): ``alpha(v) = b_2`` for every
+            candidate, and the scoring network is not run.
 
     How it is computed: each value a node reads is projected once by the stacked matrices of
     all tuples (``[L_0..L_n]`` or ``[R_0..R_n]``, one matmul; ``x`` for the whole sequence
@@ -156,7 +159,7 @@ class RRNNGRUCell(TupleModule):
     def __init__(self, hidden_size: int = 100, n_tuples: int = 3, scoring_hidden: int = 64,
                  mode: str = "soft", tau: float = 1.0, placement: str = "flexible",
                  identity_trainable: bool = False, tau_units: str = "score", tree: str = "gru",
-                 structure_term: bool = False) -> None:
+                 structure_term: bool = False, constant_alpha: bool = False) -> None:
         super().__init__()
         if tree not in GRU_TREES:
             raise CellGraphError(f"unknown RRNN-GRU tree {tree!r} (known: {', '.join(GRU_TREES)})")
@@ -176,7 +179,7 @@ class RRNNGRUCell(TupleModule):
         self.mode, self.tau, self.states = check_mode(mode), tau, ("h",)
         self.tau_units = check_tau_units(tau_units)
         self.placement, self.identity_trainable, self.tree = placement, identity_trainable, tree
-        self.scoring = scoring_net(hidden_size, scoring_hidden)
+        self.scoring, self.constant_alpha = scoring_net(hidden_size, scoring_hidden), constant_alpha
         gru = target(tree)
         self.space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,),
                                  gru.spaces[0].n_iterations)
@@ -346,7 +349,10 @@ class RRNNGRUCell(TupleModule):
         ``alpha`` (plus the structural ``offset (k,)`` or ``(m, k)``), and ``(choice among the
         k, best score, second score)`` ``(...)`` when ranked."""
         W1, b1, w2, b2 = params.scoring
-        scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (..., k)
+        if self.constant_alpha:  # alpha(v) = b_2
+            scores = b2[0].expand(cands.shape[:-1])
+        else:
+            scores = F.linear(torch.tanh(F.linear(cands, W1, b1)), w2, b2)[..., 0]  # (..., k)
         if offset is not None:
             scores = scores + offset
         soft = None

@@ -129,6 +129,10 @@ class SearchParams:
             :class:`~cellgraph.backends.torch.candidates.KeyCode`; None: the score is ``alpha``
             alone (the paper's).
         exclusion: what ``v not in P_{k-1}`` excludes (:data:`cellgraph.algorithm2.EXCLUSIONS`).
+        scored: False when ``alpha``'s output weights are zero and frozen (the discovery
+            recipe's warm start with ``score_lr=0``): ``alpha(v) = b_2`` for every candidate,
+            so the blocks build their candidates without running ``alpha`` (the same scores;
+            ``W1``, ``b1``, ``w2`` get no gradient).
     """
 
     space: SearchSpace
@@ -148,6 +152,13 @@ class SearchParams:
     norm: str = "none"
     structure: Tensor | None = None
     exclusion: str = "value"
+    scored: bool = True
+
+    @property
+    def shortcut(self) -> bool:
+        """Whether ``W1 z`` of ``o = add`` is a sum of per-node projections
+        (:attr:`Plan.shortcut`), which the scores read."""
+        return self.scored and self.plan.shortcut
 
     @property
     def fused(self) -> bool:
@@ -158,12 +169,13 @@ class SearchParams:
 @no_autocast()
 def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
             W1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, norm: str = "none",
-            structure: Tensor | None = None, exclusion: str = "value") -> SearchParams:
+            structure: Tensor | None = None, exclusion: str = "value", scored: bool = True) -> SearchParams:
     """Select the space's tuples from the layout-indexed ``L, R (n, p, p)``, ``b (n, p)``,
     rewrite ``alpha`` (``W1 (H, p)``, ``b1 (H,)``, ``w2 (H,)``, ``b2 ()``) in its sigmoid
     form and precompute the projection matrix of the run (all differentiable). ``norm``: the
     candidate normalisation; ``structure``: the structural term ``(N, n_slots)``
-    (:attr:`SearchParams.structure`); ``exclusion``: :attr:`SearchParams.exclusion`."""
+    (:attr:`SearchParams.structure`); ``exclusion``, ``scored``: :attr:`SearchParams.exclusion`,
+    :attr:`SearchParams.scored`."""
     if exclusion not in EXCLUSIONS:
         raise CellGraphError(f"unknown exclusion {exclusion!r} (known: {', '.join(EXCLUSIONS)})")
     if norm not in CANDIDATE_NORMS:
@@ -174,14 +186,14 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
     plan = Plan.of(space, norm)
     W1s, b1s, w2 = 2.0 * W1, 2.0 * b1, w2.reshape(-1)
     rows = [Ls.reshape(-1, p), Rs.reshape(-1, p)]
-    if plan.shortcut:
+    if scored and plan.shortcut:
         rows += [torch.matmul(W1s, Ls).reshape(-1, p), torch.matmul(W1s, Rs).reshape(-1, p)]
     a, c = (as_tensor_on(v, W1.dtype, W1.device) for v in (plan.affine_a, plan.affine_c))
     W1_sum = W1s.sum(1)
     return SearchParams(
         space, plan, torch.cat(rows).T, bs[:, None], W1s.T, b1s, 2.0 * w2, b2.reshape(()) - w2.sum(),
         (bs @ W1s.T)[:, None], a, c, a.view(-1, 1, 1, 1), c.view(-1, 1, 1, 1) * W1_sum + b1s, W1_sum, norm,
-        structure, exclusion,
+        structure, exclusion, scored,
     )
 
 
@@ -250,7 +262,7 @@ def score_block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: 
     """
     if w.fused and not is_compiling():
         Z, Vn, scores = fused_block(Lc, Rc, GL, GR, w.bias, w.W1_bias, w.W1T, w.b1, w.w2, w.offset, w.scale,
-                                    w.W1_sum, w.plan.nonlinear, w.plan.additive, w.norm)
+                                    w.W1_sum, w.plan.nonlinear, w.plan.additive, w.norm, w.scored)
     else:
         Z, Vn, scores = block_scores(w, Lc, Rc, GL, GR)
     return Z, Vn, scores + w.b2
@@ -272,23 +284,37 @@ def block_scores(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR:
             Vn = F.layer_norm(Vn, (p,), eps=NORM_EPS)
         elif normed:  # (B, n_nl, n_o, n_r, P, p): statistics per candidate slot
             Vn = _normalized(Vn, w.norm)[0]
-        h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
-        scores.append(matvec(h1, w.w2).view(B, -1))
+        if w.scored:
+            h1 = torch.addmm(w.b1, Vn.view(-1, p), w.W1T).sigmoid_()
+            scores.append(matvec(h1, w.w2).view(B, -1))
     if plan.affine:
+        mean = rstd = None
         if normed:  # the affine candidates are a zn: the block keeps zn (statistics per slot)
             Z, mean, rstd = _normalized(Z, w.norm)
-        per_op = []
-        for o, additive in enumerate(plan.additive):  # t = W1 z (B, n_r, P, H), of zn if normed
-            if additive:
-                t = GL + (GR + w.W1_bias)
-                if normed:
-                    t = (t - mean[:, o] * w.W1_sum) * rstd[:, o]
-            else:
-                z = Z[:, o] if normed else zs[o]
-                t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
-            per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
-        scores.append(torch.stack(per_op, 2).view(B, -1))
+        if w.scored:
+            scores.append(_affine_scores(w, Z if normed else None, zs, GL, GR, mean, rstd).view(B, -1))
+    if not w.scored:  # alpha(v) = b_2, which score_block adds
+        return Z, Vn, Z.new_zeros(B, (len(plan.nonlinear) + len(plan.affine)) * (Z[0].numel() // p))
     return Z, Vn, torch.cat(scores, 1)
+
+
+def _affine_scores(w: SearchParams, Zn: Tensor | None, zs: list[Tensor], GL: Tensor | None, GR: Tensor | None,
+                   mean: Tensor | None, rstd: Tensor | None) -> Tensor:
+    """The scores ``(B, n_a, n_o, n_r, P)`` of the affine activations from ``t = W1 z``
+    ``(B, n_r, P, H)`` per operation (of ``zn``, ``Zn``, under a normalisation, whose ``mean``
+    and ``rstd`` centre the per-node sums of ``o = add``)."""
+    p = zs[0].shape[-1]
+    per_op = []
+    for o, additive in enumerate(w.plan.additive):
+        if additive:
+            t = GL + (GR + w.W1_bias)
+            if Zn is not None:
+                t = (t - mean[:, o] * w.W1_sum) * rstd[:, o]
+        else:
+            z = Zn[:, o] if Zn is not None else zs[o]
+            t = torch.matmul(z.reshape(-1, p), w.W1T).view(*z.shape[:-1], -1)
+        per_op.append(_AffineScores.apply(t, w.offset, w.w2, w.scale))  # (B, n_a, n_r, P)
+    return torch.stack(per_op, 2)
 
 
 def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
@@ -366,7 +392,7 @@ class Projections:
     def __init__(self, params: SearchParams) -> None:
         n_r, p, H = len(params.space.tuples), params.bias.shape[-1], params.W1T.shape[1]
         self.weight, self.n_r = params.proj_weight, n_r
-        self.names = ("L", "R", "GL", "GR") if params.plan.shortcut else ("L", "R")
+        self.names = ("L", "R", "GL", "GR") if params.shortcut else ("L", "R")
         self.sizes = [n_r * p, n_r * p, n_r * H, n_r * H][:len(self.names)]
         self.parts: dict[str, list[Tensor]] = {name: [] for name in self.names}
 

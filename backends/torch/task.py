@@ -49,6 +49,12 @@ STRUCTURED_MODELS = ("rrnn", "rrnn-gru")
 Traces = list[list[SearchTrace]]
 
 
+def constant_alpha(config: TrainConfig) -> bool:
+    """Whether ``alpha`` is a constant in runs of ``config``: the warm start zeroes its output
+    layer and ``score_lr=0`` keeps it so (the discovery recipe), which the cells then skip."""
+    return config.warm_start == "teacher" and config.score_lr == 0
+
+
 def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
     p = config.hidden_size
     if config.model == "rrnn":
@@ -56,14 +62,15 @@ def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
                     tau_units=config.tau_units, states=states, candidate_norm=config.candidate_norm,
                     compile=config.compile, compile_mode=config.compile_mode, recompute=config.recompute,
-                    structure_term=config.structure_term, exclusion=config.exclusion)
+                    structure_term=config.structure_term, exclusion=config.exclusion,
+                    constant_alpha=constant_alpha(config))
     if config.model == "rrnn-gru":
         return RRNNGRU(p, n_tuples=config.n_tuples, scoring_hidden=config.scoring_hidden,
                        mode=config.mode, tau=config.tau, tau_units=config.tau_units,
                        placement=config.placement,
                        identity_trainable=config.identity_trainable, compile=config.compile,
                        compile_mode=config.compile_mode, recompute=config.recompute, tree=config.tree,
-                       structure_term=config.structure_term)
+                       structure_term=config.structure_term, constant_alpha=constant_alpha(config))
     return GRUBaseline(p) if config.model == "gru" else LSTMBaseline(p)
 
 

@@ -64,9 +64,10 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     assert search["all_trees_equal"] and search["trees_equal"] == search["trees_compared"] == 3
     models = result["steps"]["models"]
     assert set(models) == {"rrnn_soft", "rrnn_straight_through", "rrnn_soft_recompute", "rrnn_soft_sample_norm",
-                           "rrnn_soft_reading", "rrnn_soft_sync_free", "rrnn_gru", "frozen_gru", "gru_cell_loop",
-                           "torch_gru"}
+                           "rrnn_soft_reading", "rrnn_soft_sync_free", "rrnn_recipe", "rrnn_recipe_scored",
+                           "rrnn_gru", "frozen_gru", "gru_cell_loop", "torch_gru"}
     assert models["rrnn_soft"]["ops"] == models["rrnn_soft_reading"]["ops"]  # the CPU's default search
+    assert models["rrnn_recipe"]["ops"]["compute"] < models["rrnn_recipe_scored"]["ops"]["compute"]  # no alpha
     assert models["torch_gru"]["time_vs_torch_gru"] == 1.0
     assert all(row["time_s"] > 0 and row["peak_bytes"] > 0 for row in models.values())
     assert all(row["time_per_compute_op_us"] == pytest.approx(row["time_s"] / row["ops"]["compute"] * 1e6)

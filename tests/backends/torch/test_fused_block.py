@@ -49,7 +49,7 @@ def _inputs(params, P, broadcast, B=3, seed=1):
 def _outputs_and_grads(block, params, weights, inputs, seed=2):
     """The block's ``(Z, Vn, scores)`` and the gradients of the weights and inputs of a
     random linear function of all three."""
-    GL, GR = inputs[2:] if params.plan.shortcut else (None, None)
+    GL, GR = inputs[2:] if params.shortcut else (None, None)
     outputs = [o for o in block(params, inputs[0], inputs[1], GL, GR) if o is not None]
     g = torch.Generator().manual_seed(seed)
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum() for o in outputs)
@@ -80,6 +80,27 @@ def test_fused_block_equals_the_op_by_op_block(activations, ops, P, broadcast, n
             assert a is None or not a.any()
             continue
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("block", [scoring.score_block, _op_by_op], ids=["fused", "op by op"])
+@pytest.mark.parametrize("norm", ["none", "sample"])
+@pytest.mark.parametrize("activations, ops", LAYOUTS)
+def test_an_unscored_block_is_the_block_of_a_zero_output_layer(activations, ops, norm, block):
+    """``scored=False`` (alpha's output weights zero and frozen) skips the scoring network: the
+    same candidates, the scores ``b_2``, and the same gradients of the candidates' inputs."""
+    params, weights = _params(activations, ops, norm=norm)
+    with torch.no_grad():
+        weights[5].zero_()  # w_2
+    params = prepare(params.space, *weights, norm=norm)
+    unscored = dataclasses.replace(params, scored=False)
+    inputs = _inputs(params, 3, True)
+    (want, want_grads), (got, got_grads) = (_outputs_and_grads(block, w, weights, inputs) for w in (params, unscored))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert torch.equal(got[-1], torch.full_like(got[-1], weights[6].item()))  # b_2
+    for k in (0, 1, 2, 7, 8):  # L, R, b; Lc, Rc
+        torch.testing.assert_close(got_grads[k], want_grads[k], rtol=1e-10, atol=1e-12)
+    assert got_grads[3] is None and got_grads[4] is None  # W_1, b_1: not run
 
 
 @pytest.mark.parametrize("path", ["fused", "op by op"])

@@ -29,9 +29,9 @@ def _teacher(seed: int = 0) -> TaskModel:
     return TaskModel(TrainConfig(model="gru", hidden_size=P), V, V, True).double()
 
 
-def _student(model: str, mode: str, exclusion: str = "slot") -> TaskModel:
+def _student(model: str, mode: str, exclusion: str = "slot", **changes) -> TaskModel:
     config = TrainConfig(model=model, hidden_size=P, scoring_hidden=5, n_tuples=4, mode=mode,
-                         structure_term=True, exclusion=exclusion, tree="gru_torch")
+                         structure_term=True, exclusion=exclusion, tree="gru_torch", **changes)
     return TaskModel(config, V, V, True, states=("h",)).double()
 
 
@@ -213,6 +213,50 @@ def test_straight_through_gives_the_chosen_cell_its_exact_gradient(model):
     assert (student.core.cell.weight_L.grad[0] - want).abs().max().item() < 1e-9 * max(1.0, want.abs().max().item())
     logits = student.core.cell.structure_logits
     assert (logits[0] if model == "rrnn" else logits).grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("mode", ["soft", "straight-through"])
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_a_constant_alpha_is_not_run_and_the_model_is_the_same(model, mode):
+    """The recipe (warm start, ``score_lr=0``) leaves alpha's output layer zero, so the cells
+    skip the scoring network: after the same perturbation of the warm-started tuples and
+    structural logits, the same logits and cells (one for every sample and step: with alpha
+    constant the structural logits alone choose), and the same gradients of every parameter
+    but alpha's, whose first layer gets none."""
+    teacher, results = _teacher(), []
+    for constant in (False, True):
+        student = _student(model, mode, warm_start="teacher", score_lr=0.0 if constant else 1.0)
+        assert student.core.cell.constant_alpha == constant
+        warm_start(student, teacher, 0.9)
+        g = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for name, param in sorted(student.named_parameters()):
+                if "scoring" not in name:
+                    param.add_(0.3 * torch.randn(param.shape, generator=g, dtype=param.dtype))
+        tokens = torch.randint(0, V, (4, 7), generator=torch.Generator().manual_seed(4))
+        logits, traces = student(tokens)
+        torch.nn.functional.cross_entropy(logits.reshape(-1, V), tokens.reshape(-1)).backward()
+        cells = [str(student.cell(traces, t, b)) for t in range(7) for b in range(4)]
+        results.append((logits.detach(), cells, dict(student.named_parameters())))
+    (want, want_cells, want_params), (got, got_cells, got_params) = results
+    assert got_cells == want_cells and len(set(got_cells)) == 1
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for name, param in got_params.items():
+        if "scoring" in name:
+            assert param.grad is None or name.endswith("2.bias") or name.endswith("2.weight"), name
+            continue
+        torch.testing.assert_close(param.grad, want_params[name].grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_only_the_recipe_settings_make_alpha_constant():
+    from cellgraph.backends.torch.task import constant_alpha
+    from cellgraph.experiment.config import RECIPES, resolve_config
+
+    assert constant_alpha(resolve_config("recipe-rrnn", None, {}))
+    assert RECIPES["rrnn"]["score_lr"] == 0.0
+    assert not constant_alpha(resolve_config("recipe-rrnn", None, {"score_lr": 0.5}))
+    assert not constant_alpha(resolve_config("recipe-rrnn", None, {"warm_start": "none", "score_lr": 0.0}))
+    assert not constant_alpha(TrainConfig(model="rrnn"))
 
 
 def test_a_warm_started_gru_is_its_teacher_continued(tmp_path):
