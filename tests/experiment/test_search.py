@@ -166,6 +166,9 @@ def test_failed_slots_are_queued_again_with_their_parameters(tmp_path, monkeypat
     assert hpo.summary(study).startswith("study fixed: 3 slots, 1 complete, 2 fail")
     first = {t.user_attrs["slot"]: t.params for t in study.get_trials()}
 
+    assert main(["search", "--list", "--dir", str(tmp_path)]) == 0
+    assert f"slots 0, 2 failed (the errors: --list); once what failed them is fixed, `cellgraph search --dir " \
+        f"{tmp_path} --requeue-failed` queues them again" in capsys.readouterr().out
     assert main(["search", "--requeue-failed", "--dir", str(tmp_path)]) == 0
     assert "slots 0, 2 queued again" in capsys.readouterr().out
     monkeypatch.setattr(hpo, "_train_trial", lambda config, run_dir, title: folders.append(run_dir) or 1.0)
@@ -175,6 +178,8 @@ def test_failed_slots_are_queued_again_with_their_parameters(tmp_path, monkeypat
     assert {slot: t.params for slot, t in latest.items()} == first
     assert [f.name for f in folders[3:]] == ["slot-0000", "slot-0002"]  # the same folders: their runs resume
     assert hpo.requeue_failed(study) == []
+    assert main(["search", "--list", "--dir", str(tmp_path)]) == 0
+    assert "requeue" not in capsys.readouterr().out
 
 
 def test_each_trial_hands_its_freed_memory_back(tmp_path, monkeypatch):

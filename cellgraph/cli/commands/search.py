@@ -135,7 +135,19 @@ def _search(args: argparse.Namespace, hpo) -> int:
               f"{args.grace} s; run the same command to resume the search", file=sys.stderr)
         return 130
     print(hpo.summary(study))
+    _hint_failed(args, study, hpo)
     return 0
+
+
+def _hint_failed(args: argparse.Namespace, study, hpo) -> None:
+    """Say how to run the failed slots again, if any."""
+    failed = [slot for slot, t in hpo.latest_trials(study).items() if t.state.name == "FAIL"]
+    if not failed:
+        return
+    where = (f"--storage {hpo.shown(args.storage)} --study {study.study_name}" if args.storage
+             else f"--dir {args.dir}" if args.dir else f"--study {study.study_name}")
+    print(f"slot{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} failed (the errors: --list); "
+          f"once what failed them is fixed, `cellgraph search {where} --requeue-failed` queues them again")
 
 
 def _existing(args: argparse.Namespace, hpo):
@@ -171,6 +183,7 @@ def _report(args: argparse.Namespace, hpo) -> int:
     study, url = _existing(args, hpo)
     print(hpo.summary(study))
     print(hpo.trials_table(study))
+    _hint_failed(args, study, hpo)
     if not args.best:
         return 0
     best = hpo.best_trial(study)
