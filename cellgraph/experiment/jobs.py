@@ -1,8 +1,9 @@
 """Run a plan of :class:`~cellgraph.experiment.reproduce.Job`: ``cellgraph`` commands in subprocesses, up
 to ``workers`` jobs at once, each after the jobs it needs.
 
-A job whose marker file exists is skipped and a started run resumes, so re-running a killed
-plan continues it. Every command's output goes to ``ROOT/logs/<job>.log``; its user + system
+A job whose marker file exists is skipped (its records copied if the runner that ran it was
+killed before it copied them) and a started run resumes, so re-running a killed plan continues
+it. Every command's output goes to ``ROOT/logs/<job>.log``; its user + system
 CPU time (of the child alone, :func:`os.wait4`), wall time and exit status are appended to
 ``ROOT/commands.tsv``. A finished job's records (never checkpoints) are copied to the records
 folder. Each job runs under a lock in ``ROOT/locks``: a second runner on the same root leaves
@@ -104,6 +105,9 @@ class Runner:
         start because a job they need failed. Ctrl-C stops the running commands (each saves
         its state) and re-raises."""
         done = {job.name for job in jobs if job.done()}
+        for job in jobs:  # ended while a runner that was killed before copying its records ran it
+            if job.name in done and not (self.records / job.record).is_dir():
+                self.echo(f"done {job.name}, its records copied now -> {collect(job, self.records, self._log(job))}")
         pending = [job for job in jobs if job.name not in done]
         names = {job.name for job in jobs}
         failed: list[str] = []
@@ -168,8 +172,11 @@ class Runner:
                 return None
             return self._commands(job)
 
+    def _log(self, job: Job) -> Path:
+        return self.root / "logs" / f"{job.name.replace('/', '-')}.log"
+
     def _commands(self, job: Job) -> bool:
-        log = self.root / "logs" / f"{job.name.replace('/', '-')}.log"
+        log = self._log(job)
         log.parent.mkdir(parents=True, exist_ok=True)
         if job.done():  # finished by another runner since the plan was read
             self.echo(f"done {job.name} (by another runner) -> {collect(job, self.records, log)}")

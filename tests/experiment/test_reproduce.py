@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -129,6 +130,11 @@ def test_a_tiny_protocol_runs_resumes_and_keeps_its_records(tmp_path):
     again: list[str] = []
     assert Runner(root, records, workers=2, echo=again.append, settled=again.append).run(jobs) == []
     assert again == ["tiny"]  # nothing ran; the experiment is settled at once
+    shutil.rmtree(records / "tiny-best-gru-s0")  # as if a runner was killed between the run's end and the copy
+    third: list[str] = []
+    assert Runner(root, records, workers=2, echo=third.append, settled=third.append).run(jobs) == []
+    assert third == [f"done tiny/best-gru-s0, its records copied now -> {best}", "tiny"]
+    assert {"config.json", "final.json", "tiny-best-gru-s0.log"} <= set(_records(best))
 
 
 def test_a_failed_job_stops_what_needs_it_and_nothing_else(tmp_path):
