@@ -3,8 +3,9 @@ the protocol runner.
 
 Every whole-file write goes through :func:`atomic_write` (temporary file in the same
 folder, fsync, rename, fsync of the folder), so a killed process leaves either the old or
-the new file, never a torn one; Ctrl-C (SIGINT) waits until a write in progress is done
-(:func:`deferred_interrupt`).
+the new file, never a torn one; Ctrl-C (SIGINT), or SIGTERM (``kill``'s default, which
+:func:`cellgraph.cli.main.main` makes a stop request like Ctrl-C), waits until a write in
+progress is done (:func:`deferred_interrupt`).
 """
 
 from __future__ import annotations
@@ -49,24 +50,35 @@ def exclusive(path: str | Path, what: str, hint: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+#: The signals that ask a command to stop: Ctrl-C, and ``kill``'s default (a command started
+#: in the background ignores SIGINT, so SIGTERM is how it is stopped).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextmanager
 def deferred_interrupt() -> Iterator[None]:
-    """Hold back SIGINT (Ctrl-C) until the block is done, then deliver it: a write in
-    progress finishes before ``KeyboardInterrupt`` is raised. Blocks nest (the outermost
-    delivers); outside the main thread, where Python handles no signals, this does nothing."""
+    """Hold back SIGINT (Ctrl-C) and SIGTERM until the block is done, then deliver the first
+    one caught: a write in progress finishes before ``KeyboardInterrupt`` is raised. Blocks
+    nest (the outermost delivers); outside the main thread, where Python handles no signals,
+    this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[tuple[int, Any]] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append((signum, frame)))
+                for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught and callable(previous):
-            previous(*caught[0])
-        elif caught and previous == signal.SIG_DFL:
-            signal.raise_signal(signal.SIGINT)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signum, frame = caught[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:

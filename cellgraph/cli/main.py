@@ -11,6 +11,9 @@ import os
 import pkgutil
 import signal
 import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from cellgraph import __version__
 from cellgraph.cli import commands
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        code = int(args.func(args) or 0)
+        with _sigterm_as_interrupt():
+            code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
     except BrokenPipeError:
@@ -69,6 +73,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cellgraph {args.command}: error: this command needs torch, which is not installed: "
               f"{TORCH_INSTALL}", file=sys.stderr)
         return 2
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM (``kill``'s default) stops it as Ctrl-C does: a run saves
+    at a safe point and says how to resume, a runner passes the stop on to its commands. A
+    command started in the background ignores SIGINT, so this is how it is stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

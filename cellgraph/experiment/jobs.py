@@ -149,13 +149,15 @@ class Runner:
         return failed
 
     def interrupt(self) -> None:
-        """Ctrl-C reaches the children on a terminal; from ``kill -INT`` only this process gets
-        it: pass it on, then let each command save and exit."""
+        """Ctrl-C reaches the children on a terminal; from ``kill`` (SIGINT or SIGTERM) only
+        this process gets it: pass it on as SIGTERM, which every command takes as Ctrl-C
+        (:func:`cellgraph.cli.main.main`) and which, unlike SIGINT, the commands of a runner
+        started in the background do not ignore; then let each command save and exit."""
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
 
     def _job(self, job: Job) -> bool | None:
         """Run ``job`` under its lock (``ROOT/locks``): True when it is done, False when it
@@ -185,7 +187,7 @@ class Runner:
             self.echo(f"start {job.name}: cellgraph {shlex.join(argv)}")
             code, cpu, wall = self._command(job.name, argv, log)
             self._account(job.name, argv, cpu, wall, code)
-            if code in (130, -signal.SIGINT):
+            if code in (130, -signal.SIGINT, -signal.SIGTERM):
                 self.echo(f"stopped {job.name}: interrupted (it resumes when the plan runs again)")
                 return False
             if code != 0:

@@ -106,14 +106,17 @@ def test_train_help_lists_every_setting(capsys):
 # --- Ctrl-C ---------------------------------------------------------------------------------
 
 
-def _interrupt(argv: list[str], ready) -> tuple[int, str]:
-    """Start ``argv``, send it SIGINT once ``ready(stdout line)`` says so; exit code, stderr."""
+def _interrupt(argv: list[str], ready, background: bool = False) -> tuple[int, str]:
+    """Start ``argv``, stop it once ``ready(stdout line)`` says so; exit code, stderr. Ctrl-C
+    (SIGINT) by default; ``background``: started as a shell starts ``CMD &`` (SIGINT ignored)
+    and stopped by ``kill`` (SIGTERM)."""
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None
     proc = subprocess.Popen(argv, env={**QUIET, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
     for line in proc.stdout:
         if ready(line):
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM if background else signal.SIGINT)
     return proc.wait(timeout=120), proc.stderr.read()
 
 
@@ -135,6 +138,18 @@ def test_ctrl_c_stops_with_one_line_and_the_resume_command(tmp_path):
                            lambda out: out.startswith(f"resuming {run} after epoch {epoch}"))
     assert code == 130 and err.splitlines() == [line]
     assert load_checkpoint(last)["epoch"] >= epoch
+
+
+def test_kill_stops_a_run_started_in_the_background_as_ctrl_c_does(tmp_path):
+    """``cellgraph train ... &`` ignores SIGINT; ``kill`` (SIGTERM) stops it at a safe point
+    with the same line as Ctrl-C and an intact checkpoint."""
+    run = tmp_path / "run"
+    code, err = _interrupt([sys.executable, "-m", "cellgraph", "train", "--task", "planted", "--model", "gru",
+                            *sets(epochs=500, patience=0), "--out", str(run)],
+                           lambda out: out.startswith("epoch 2/"), background=True)
+    assert code == 130 and err.splitlines() == [
+        f"cellgraph train: interrupted; to continue it: cellgraph train --resume {shlex.quote(str(run))}"]
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["epoch"] >= 1 and not list(run.rglob("*.tmp"))
 
 
 def test_ctrl_c_before_the_run_folder_exists_says_so(tmp_path, monkeypatch, capsys):

@@ -162,26 +162,31 @@ def test_compact_shows_what_differs_and_preset_conflicts():
     assert preset_conflicts(None, config) == []
 
 
-def _interrupt_during(monkeypatch, name: str) -> None:
-    """Make ``os.<name>`` send this process SIGINT (as Ctrl-C would) before it runs."""
+def _interrupt_during(monkeypatch, name: str, signum: int = signal.SIGINT) -> None:
+    """Make ``os.<name>`` send this process ``signum`` (SIGINT: as Ctrl-C would) before it runs."""
     real = getattr(os, name)
 
     def interrupted(*args):
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
         return real(*args)
 
     monkeypatch.setattr(os, name, interrupted)
 
 
-def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch, signum):
+    """Ctrl-C, or SIGTERM while a command runs (which main() makes a stop request)."""
+    from cellgraph.cli.main import _sigterm_as_interrupt
+
     target = tmp_path / "f.json"
     atomic_write(target, b"old")
-    _interrupt_during(monkeypatch, "fsync")
-    with pytest.raises(KeyboardInterrupt):
+    _interrupt_during(monkeypatch, "fsync", signum)
+    with pytest.raises(KeyboardInterrupt), _sigterm_as_interrupt():
         atomic_write(target, b"new")
     monkeypatch.undo()
     assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # as it was before the command
 
 
 def test_writing_into_a_missing_folder_names_the_folder(tmp_path):

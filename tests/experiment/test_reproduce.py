@@ -192,7 +192,8 @@ def test_a_run_that_fails_keeps_its_record_so_far(tmp_path):
 
 
 def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
-    """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command; the
+    """Ctrl-C (here: Runner.interrupt from another thread) reaches the running command, even
+    one that ignores SIGINT, as the commands of a runner started in the background do; the
     job is reported stopped, and a second run starts it again."""
     import sys
     import threading
@@ -202,7 +203,8 @@ def test_an_interrupted_command_is_stopped_not_failed_and_runs_again(tmp_path):
     job = Job("x/slow", tmp_path / "slow", (("ignored",),), resume=("ignored",), record="x-slow")
     lines: list[str] = []
     runner = Runner(tmp_path, tmp_path / "records", echo=lines.append,
-                    program=(sys.executable, "-c", "import time; time.sleep(60)"))
+                    program=(sys.executable, "-c", "import signal, time; "
+                             "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"))
     threading.Timer(2.0, runner.interrupt).start()
     assert runner.run([job]) == ["x/slow"]
     assert lines[-1] == "stopped x/slow: interrupted (it resumes when the plan runs again)"
