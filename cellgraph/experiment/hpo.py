@@ -518,12 +518,17 @@ def latest_trials(study: Study) -> dict[int, FrozenTrial]:
     return dict(sorted(latest.items()))
 
 
+def failed_trials(study: Study) -> list[FrozenTrial]:
+    """The latest trial of each slot whose latest trial FAILED, by slot."""
+    return [t for t in latest_trials(study).values() if t.state == TrialState.FAIL]
+
+
 def requeue_failed(study: Study) -> list[int]:
     """Queue again every slot whose latest trial FAILED: a WAITING copy with the same
     parameters and slot, for when what failed it (a missing data set, a broken install) has
     been fixed. The slot's run folder is kept, so the copy resumes its run from the last
     checkpoint. Returns the slots queued."""
-    failed = [t for t in latest_trials(study).values() if t.state == TrialState.FAIL]
+    failed = failed_trials(study)
     study.add_trials(
         optuna.create_trial(state=TrialState.WAITING, params=t.params, distributions=t.distributions,
                             user_attrs={"slot": t.user_attrs["slot"]})

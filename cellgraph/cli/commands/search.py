@@ -141,7 +141,7 @@ def _search(args: argparse.Namespace, hpo) -> int:
 
 def _hint_failed(args: argparse.Namespace, study, hpo) -> None:
     """Say how to run the failed slots again, if any."""
-    failed = [slot for slot, t in hpo.latest_trials(study).items() if t.state.name == "FAIL"]
+    failed = [t.user_attrs["slot"] for t in hpo.failed_trials(study)]
     if not failed:
         return
     where = (f"--storage {hpo.shown(args.storage)} --study {study.study_name}" if args.storage
