@@ -1,5 +1,6 @@
 """Symbolic target cells: GRU and LSTM as cell graphs (paper Eq. 1-4, Appendix
-"Expressibility"; docs/paper-notes.md, *Target cells: GRU and LSTM*).
+"Expressibility"; docs/paper-notes.md, *Target cells: GRU and LSTM*), and the gated cells
+that the planted task can hide (docs/paper-notes.md, *Planted teachers*).
 
 Each :class:`Target` carries its multi-state cell, the :class:`~cellgraph.cell.layout.Layout`
 that says which weight tuple each node uses, and one :class:`~cellgraph.cell.layout.SearchSpace`
@@ -16,6 +17,16 @@ node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
   own tuple ``(W_o, W_o', b_o)``, sigmoid and ``N_bar = 3``.
 * ``lstm_torch``: ``torch.nn.LSTMCell`` (the same graph; biases ``b_ih + b_hh``, gate rows
   in torch's order i, f, g, o).
+* ``mgu``: the minimal gated unit (Zhou et al. 2016), a GRU whose one gate ``f`` is both
+  reset and update gate, 7 internal nodes.
+* ``mut1``, ``mut2``, ``mut3``: the three architectures found by Jozefowicz, Zaremba and
+  Sutskever's search (2015), ``h_t = n_t * z_t + h_{t-1} * (1 - z_t)``, 9, 8 and 9 internal
+  nodes. ``mut1``'s ``tanh(x)`` and ``mut2``'s ``x`` enter a gate with weight ``I``, which a
+  trainable tuple cannot fix: the node uses a trainable tuple whose display name for that
+  matrix is ``I`` (as ``gru_torch``'s ``n``), the nearest form the node algebra has.
+
+A tuple part whose display name is ``I`` or ``0`` is that matrix in the planted task's teacher
+(:mod:`cellgraph.data.planted`) and in :func:`torch_tuples`; trained, it is a free matrix.
 
 :func:`torch_tuples` maps a torch cell's weights (as numpy arrays) onto a target's tuples.
 """
@@ -27,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from cellgraph.cell.expr import Leaf, Node, Role, c, h, x, zero
+from cellgraph.cell.expr import Expr, Leaf, Node, Role, c, h, x, zero
 from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.errors import CellGraphError
@@ -159,6 +170,79 @@ def _lstm(name: str, description: str, torch_names: bool) -> Target:
     )
 
 
+def _gated_update(gate: Node, n: Node, I: int) -> Node:
+    """``h_t = gate * n + h_{t-1} * (1 - gate)`` on the identity tuple ``I``: the update of
+    MGU and MUT1-3, built in the order Algorithm 2 can take (``gate``, ``n`` first)."""
+    keep = Node("mul", "identity", I, h, Node("add", "one_minus", I, zero, gate))
+    return Node("add", "identity", I, Node("mul", "identity", I, gate, n), keep)
+
+
+def _mgu() -> Target:
+    I = 2
+    f = Node("add", "sigmoid", 0, x, h)
+    n = Node("add", "tanh", 1, x, Node("mul", "identity", I, h, f))
+    return _gru_shaped(
+        "mgu", _gated_update(f, n, I),
+        [TupleSpec(k, f"W_{k}", f"U_{k}", f"b_{k}") for k in "fn"],
+        (
+            r"f_t = \sigma(W_f x_t + U_f h_{t-1} + b_f)",
+            r"n_t = \tanh(W_n x_t + U_n (f_t \odot h_{t-1}) + b_n)",
+            r"h_t = (1 - f_t) \odot h_{t-1} + f_t \odot n_t",
+        ),
+        "Minimal gated unit (Zhou et al. 2016): one gate f resets and updates; exact.",
+    )
+
+
+#: ``h_t`` of MUT1-3 (Jozefowicz et al. 2015), after the gates' equations.
+_MUT_UPDATE = r"h_t = n_t \odot z_t + h_{t-1} \odot (1 - z_t)"
+
+
+def _mut(name: str, z: Node, n_left: Expr, n_spec: TupleSpec, specs: list[TupleSpec],
+         equations: tuple[str, ...], description: str) -> Target:
+    """MUT``k``: ``r`` on tuple 1, ``n = tanh(L_2 n_left + R_2 (r * h) + b_2)`` on tuple 2
+    (``n_spec``), ``z`` (tuple 0) given; ``specs``: tuples 0 and 1."""
+    I = 3
+    r = Node("add", "sigmoid", 1, x, h)
+    n = Node("add", "tanh", 2, n_left, Node("mul", "identity", I, h, r))
+    return _gru_shaped(name, _gated_update(z, n, I), [*specs, n_spec], (*equations, _MUT_UPDATE),
+                       description)
+
+
+_W = {k: TupleSpec(k, f"W_{k}", f"U_{k}", f"b_{k}") for k in "zrh"}
+_R_EQ = r"r_t = \sigma(W_r x_t + U_r h_{t-1} + b_r)"
+
+
+def _mut1() -> Target:
+    return _mut(
+        "mut1", Node("add", "sigmoid", 0, x, zero), Node("add", "tanh", 3, x, zero),
+        TupleSpec("h", "I", "U_h", "b_h"), [TupleSpec("z", "W_z", "0", "b_z"), _W["r"]],
+        (r"z_t = \sigma(W_z x_t + b_z)", _R_EQ,
+         r"n_t = \tanh(U_h (r_t \odot h_{t-1}) + \tanh(x_t) + b_h)"),
+        "MUT1 (Jozefowicz et al. 2015); z reads x and the zero constant (R_z idle). Nearest form: "
+        "n = tanh(L_h tanh(x) + U_h (r * h) + b_h) with L_h trainable (I in the planted teacher).",
+    )
+
+
+def _mut2() -> Target:
+    return _mut(
+        "mut2", Node("add", "sigmoid", 0, x, h), x, _W["h"], [_W["z"], TupleSpec("r", "I", "U_r", "b_r")],
+        (r"z_t = \sigma(W_z x_t + U_z h_{t-1} + b_z)", r"r_t = \sigma(x_t + U_r h_{t-1} + b_r)",
+         r"n_t = \tanh(W_h x_t + U_h (r_t \odot h_{t-1}) + b_h)"),
+        "MUT2 (Jozefowicz et al. 2015). Nearest form: r = sigmoid(L_r x + U_r h + b_r) with L_r "
+        "trainable (I in the planted teacher).",
+    )
+
+
+def _mut3() -> Target:
+    tanh_h = Node("add", "tanh", 3, h, zero)
+    return _mut(
+        "mut3", Node("add", "sigmoid", 0, x, tanh_h), x, _W["h"], [_W["z"], _W["r"]],
+        (r"z_t = \sigma(W_z x_t + U_z \tanh(h_{t-1}) + b_z)", _R_EQ,
+         r"n_t = \tanh(W_h x_t + U_h (r_t \odot h_{t-1}) + b_h)"),
+        "MUT3 (Jozefowicz et al. 2015); tanh(h) is a node on the identity tuple; exact.",
+    )
+
+
 TARGETS: dict[str, Callable[[], Target]] = {
     "gru": _gru,
     "gru_torch": _gru_torch,
@@ -171,6 +255,10 @@ TARGETS: dict[str, Callable[[], Target]] = {
     "lstm_torch": lambda: _lstm(
         "lstm_torch", "LSTM as torch.nn.LSTMCell computes it (biases b_ih + b_hh).", torch_names=True
     ),
+    "mgu": _mgu,
+    "mut1": _mut1,
+    "mut2": _mut2,
+    "mut3": _mut3,
 }
 
 
@@ -179,7 +267,8 @@ def target_names() -> tuple[str, ...]:
 
 
 def target(name: str) -> Target:
-    """The target cell ``name`` (``gru``, ``gru_torch``, ``lstm``, ``lstm_torch``)."""
+    """The target cell ``name`` (``gru``, ``gru_torch``, ``lstm``, ``lstm_torch``, ``mgu``,
+    ``mut1``, ``mut2``, ``mut3``)."""
     try:
         builder = TARGETS[name]
     except (KeyError, TypeError):

@@ -1,16 +1,49 @@
-"""The GRU and LSTM targets: sizes, layouts and search spaces."""
+"""The target cells (GRU, LSTM and the planted teachers MGU, MUT1-3): sizes, layouts, search
+spaces, and Algorithm 2 building each of them."""
 
 import numpy as np
 import pytest
 
-from cellgraph import CellGraphError, target, target_names
+from cellgraph import CellGraphError, Leaf, Role, target, target_names
+from cellgraph.backends.numpy.backend import evaluate, evaluate_cell, search_cell
 from cellgraph.targets import torch_tuples
+
+SIZES = {"gru": [8], "gru_torch": [9], "lstm": [6, 3], "lstm_torch": [6, 3],
+         "mgu": [7], "mut1": [9], "mut2": [8], "mut3": [9]}
 
 
 def test_all_targets_build():
-    assert set(target_names()) == {"gru", "gru_torch", "lstm", "lstm_torch"}
+    assert set(target_names()) == set(SIZES)
     sizes = {n: [len(g.internal_nodes()) for g in target(n).cell] for n in target_names()}
-    assert sizes == {"gru": [8], "gru_torch": [9], "lstm": [6, 3], "lstm_torch": [6, 3]}
+    assert sizes == SIZES
+
+
+def _distance_alpha(targets):
+    """Scores that make iteration ``k`` choose the candidate whose vector is ``targets[k-1]``
+    (``N + 1 - k`` for it exactly, below 1 for a vector away from every target)."""
+    n = len(targets)
+    return lambda v: max(n + 1 - k - 1e6 * np.linalg.norm(v - t) for k, t in enumerate(targets, 1))
+
+
+@pytest.mark.parametrize("name", target_names())
+def test_algorithm2_builds_every_target(name):
+    """Algorithm 2's numpy reference, led node by node to the target's vectors (random tuples,
+    identity tuples fixed), builds exactly the target's cell: each node is a candidate of its
+    search space, with its operands in Algorithm 2's order (the earlier node on the left)."""
+    t, rng, p = target(name), np.random.default_rng(7), 5
+    params = [(np.eye(p), np.eye(p), np.zeros(p)) if r in t.layout.identity_indices
+              else (rng.normal(size=(p, p)), rng.normal(size=(p, p)), rng.normal(size=p))
+              for r in range(len(t.layout))]
+    leaves = {leaf: rng.normal(size=p) for g in t.cell for leaf in g.leaves()
+              if leaf.role in (Role.DATA, Role.PREV)}
+    states = evaluate_cell(t.cell, leaves, params)
+    alphas = []
+    for g in t.cell:
+        values = evaluate(g.root, {**leaves, **{Leaf(s, Role.CURRENT): v for s, v in states.items()}}, params)
+        alphas.append(_distance_alpha([values[n] for n in g.internal_nodes()]))
+    results = search_cell(t.spaces, params, leaves, alphas, t.cell.states)
+    assert [r.root for r in results] == [g.root for g in t.cell]
+    assert [r.chosen for r in results] == [g.internal_nodes() for g in t.cell]
 
 
 def test_gru_layout_matches_the_paper():

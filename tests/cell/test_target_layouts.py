@@ -1,4 +1,4 @@
-"""What the four target cells (:mod:`cellgraph.targets`) show a user: their names, the weight
+"""What the target cells (:mod:`cellgraph.targets`) show a user: their names, the weight
 tuples' display names (which the symbolic export prints, see docs/paper-notes.md) and the
 textbook equations and description that ``cellgraph target`` prints beside the cell."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cellgraph.targets import target
+from cellgraph.targets import target, target_names
 
 PAPER_LSTM = (r"f_t = \sigma(W_f x_t + W_f' h_{t-1} + b_f)",
               r"i_t = \sigma(W_i x_t + W_i' h_{t-1} + b_i)",
@@ -23,6 +23,8 @@ TORCH_GRU = (r"r_t = \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})",
              r"z_t = \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})",
              r"n_t = \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn}))",
              r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}")
+
+MUT_UPDATE = r"h_t = n_t \odot z_t + h_{t-1} \odot (1 - z_t)"
 
 EXPECTED = {
     "gru": (
@@ -42,7 +44,33 @@ EXPECTED = {
         [(k, f"W_i{k}", f"W_h{k}", f"b_i{k}+b_h{k}") for k in "figo"],
         PAPER_LSTM,
         "LSTM as torch.nn.LSTMCell computes it (biases b_ih + b_hh)."),
+    "mgu": (
+        [("f", "W_f", "U_f", "b_f"), ("n", "W_n", "U_n", "b_n")],
+        (r"f_t = \sigma(W_f x_t + U_f h_{t-1} + b_f)", r"n_t = \tanh(W_n x_t + U_n (f_t \odot h_{t-1}) + b_n)",
+         r"h_t = (1 - f_t) \odot h_{t-1} + f_t \odot n_t"),
+        "Minimal gated unit (Zhou et al. 2016): one gate f resets and updates; exact."),
+    "mut1": (
+        [("z", "W_z", "0", "b_z"), ("r", "W_r", "U_r", "b_r"), ("h", "I", "U_h", "b_h")],
+        (r"z_t = \sigma(W_z x_t + b_z)", r"r_t = \sigma(W_r x_t + U_r h_{t-1} + b_r)",
+         r"n_t = \tanh(U_h (r_t \odot h_{t-1}) + \tanh(x_t) + b_h)", MUT_UPDATE),
+        "MUT1 (Jozefowicz et al. 2015); z reads x and the zero constant (R_z idle). Nearest form: "
+        "n = tanh(L_h tanh(x) + U_h (r * h) + b_h) with L_h trainable (I in the planted teacher)."),
+    "mut2": (
+        [("z", "W_z", "U_z", "b_z"), ("r", "I", "U_r", "b_r"), ("h", "W_h", "U_h", "b_h")],
+        (r"z_t = \sigma(W_z x_t + U_z h_{t-1} + b_z)", r"r_t = \sigma(x_t + U_r h_{t-1} + b_r)",
+         r"n_t = \tanh(W_h x_t + U_h (r_t \odot h_{t-1}) + b_h)", MUT_UPDATE),
+        "MUT2 (Jozefowicz et al. 2015). Nearest form: r = sigmoid(L_r x + U_r h + b_r) with L_r "
+        "trainable (I in the planted teacher)."),
+    "mut3": (
+        [("z", "W_z", "U_z", "b_z"), ("r", "W_r", "U_r", "b_r"), ("h", "W_h", "U_h", "b_h")],
+        (r"z_t = \sigma(W_z x_t + U_z \tanh(h_{t-1}) + b_z)", r"r_t = \sigma(W_r x_t + U_r h_{t-1} + b_r)",
+         r"n_t = \tanh(W_h x_t + U_h (r_t \odot h_{t-1}) + b_h)", MUT_UPDATE),
+        "MUT3 (Jozefowicz et al. 2015); tanh(h) is a node on the identity tuple; exact."),
 }
+
+
+def test_every_target_is_described():
+    assert sorted(EXPECTED) == sorted(target_names())
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
