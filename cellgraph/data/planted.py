@@ -7,20 +7,29 @@ Generation (all from one seed):
 2. a fixed random embedding ``E`` ``(vocab_size, p)``, ``N(0, 1)`` entries: ``x_t = E[tokens[:, t]]``;
 3. the teacher cell runs over ``x_1..x_T`` from zero states, evaluated in float64 by the
    numpy backend with random tuples ``(L_r, R_r, b_r)``: ``L_r, R_r ~ N(0, weight_scale^2/p)``,
-   ``b_r ~ N(0, bias_scale^2)``; identity tuples stay ``(I, I, 0)``;
+   ``b_r ~ N(0, bias_scale^2)``; identity tuples stay ``(I, I, 0)``, and a matrix whose display
+   name in the layout is ``I`` or ``0`` is that (``gru_torch``'s ``R_n``, ``mut1``'s ``L_h``,
+   ``mut2``'s ``L_r``: the nearest forms of docs/paper-notes.md, *Planted teachers*);
 4. the target at step ``t`` is ``argmax_k (W h_t + b)_k`` with a fixed random readout: rows
    ``N(0, 1/p)``, then each logit standardised (zero mean, unit deviation) over the train
    states, which keeps the classes roughly balanced.
 
 The task is learnable exactly by the teacher's structure. The teacher is any target of
-:mod:`cellgraph.targets` (``gru``, ``lstm``, ...) or ``random``: a cell drawn by
-:func:`random_cell` over a :class:`~cellgraph.cell.layout.SearchSpace` (default: the ``gru``
-target's space and layout). The :class:`Teacher` is kept on the data set
-(``dataset.teacher``) with a JSON-serialisable description (:meth:`Teacher.to_json`).
+:mod:`cellgraph.targets` (``gru``, ``lstm``, ``mgu``, ``mut1``, ...), ``random`` (a cell drawn
+by :func:`random_cell` from the data seed over a :class:`~cellgraph.cell.layout.SearchSpace`,
+default the ``gru`` target's space and layout) or ``random:SEED``: the cell
+:func:`random_teacher` draws from ``SEED`` alone, whatever the data seed (which draws its
+weights). A teacher whose states or readout logits are not finite over the data (overflow,
+NaN) is refused with a :class:`CellGraphError` that names it; ``random:SEED`` first redraws its
+cell with the next sub-seed, up to :data:`MAX_DRAWS` cells, and records the number of cells
+drawn as ``draws``. The :class:`Teacher` is kept on the data set (``dataset.teacher``) with a
+JSON-serialisable description (:meth:`Teacher.to_json`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,14 +40,24 @@ from cellgraph.algorithm2 import EXCLUSION_TOL
 from cellgraph.backend import backend
 from cellgraph.cell.expr import Expr, Leaf, Node, Role
 from cellgraph.cell.graph import CellGraph, MultiCell
-from cellgraph.cell.layout import Layout, SearchSpace
+from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.data.datasets import Dataset, Split
 from cellgraph.errors import CellGraphError
-from cellgraph.targets import target, target_names
+from cellgraph.targets import Target, target, target_names
 
-__all__ = ["Teacher", "random_cell", "make_teacher", "distinct_rows", "load_planted"]
+__all__ = [
+    "Teacher", "random_cell", "random_teacher", "random_teacher_problem", "make_teacher", "distinct_rows",
+    "load_planted", "TEACHERS", "is_teacher_spec", "MAX_DRAWS", "RANDOM_SIZES",
+]
 
 RANDOM = "random"
+#: The named teachers of the ``planted_teacher`` setting (besides ``random:SEED``).
+TEACHERS = ("gru", "gru_torch", "lstm", "mgu", "mut1", "mut2", "mut3")
+_RANDOM_SPEC = re.compile(r"random:(0|[1-9][0-9]*)")
+#: Generated nodes of a ``random:SEED`` teacher: drawn uniformly from this range (inclusive).
+RANDOM_SIZES = (6, 12)
+#: Cells ``random:SEED`` draws (sub-seeds ``0, 1, ...``) before a non-finite teacher is an error.
+MAX_DRAWS = 20
 #: Batch size and vector size of the probe on which :func:`random_cell` checks its nodes.
 _PROBE_BATCH, _PROBE_P = 16, 4
 
@@ -61,6 +80,7 @@ class Teacher:
     embedding: np.ndarray
     readout: np.ndarray
     readout_bias: np.ndarray
+    draws: int | None = None
 
     @property
     def p(self) -> int:
@@ -87,7 +107,11 @@ class Teacher:
 
     def logits(self, tokens: np.ndarray) -> np.ndarray:
         """``W h_t + b`` ``(n, T, n_classes)``, ``h_t`` the output state."""
-        return self.states(tokens)[self.cell.output.state] @ self.readout.T + self.readout_bias
+        return self.read(self.states(tokens))
+
+    def read(self, states: dict[str, np.ndarray]) -> np.ndarray:
+        """``W h_t + b`` of the output state in ``states`` (from :meth:`states`)."""
+        return states[self.cell.output.state] @ self.readout.T + self.readout_bias
 
     def predict(self, tokens: np.ndarray) -> np.ndarray:
         """The target classes ``(n, T)`` of ``tokens`` ``(n, T)``."""
@@ -95,9 +119,11 @@ class Teacher:
 
     def to_json(self) -> dict[str, Any]:
         """Everything needed to rebuild the teacher, as plain JSON types. Each graph is
-        :meth:`CellGraph.to_networkx` in networkx's node-link form."""
+        :meth:`CellGraph.to_networkx` in networkx's node-link form; ``draws`` (``random:SEED``
+        only): the cells drawn, the last kept."""
         return {
             "kind": self.kind,
+            **({} if self.draws is None else {"draws": self.draws}),
             "p": self.p,
             "cell": [
                 {"state": g.state, "expr": str(g.root),
@@ -193,20 +219,101 @@ def _draw_cell(space: SearchSpace, rng: np.random.Generator) -> Expr | None:
     return nodes[-1]
 
 
+def is_teacher_spec(spec: str) -> bool:
+    """Whether ``spec`` is a value of the ``planted_teacher`` setting: one of :data:`TEACHERS`
+    or ``random:SEED`` (``SEED`` an integer >= 0 without leading zeros)."""
+    return isinstance(spec, str) and (spec in TEACHERS or _RANDOM_SPEC.fullmatch(spec) is not None)
+
+
+def random_teacher_problem(cell: MultiCell) -> str | None:
+    """What keeps ``cell`` from being a ``random:SEED`` teacher, or ``None``: it must be one
+    state ``h`` of :data:`RANDOM_SIZES` generated nodes that reads ``x`` and ``h``, and no node
+    may be an identity chain ``identity(add(I a, I zero))`` (``a`` copied) on tuple index
+    ``identity`` of the ``gru`` layout. Every node of a :class:`CellGraph` is reachable from
+    its root."""
+    if cell.states != ("h",):
+        return f"it makes states {list(cell.states)}, not h alone"
+    graph, (low, high) = cell.output, RANDOM_SIZES
+    nodes = graph.internal_nodes()
+    if not low <= len(nodes) <= high:
+        return f"it has {len(nodes)} generated nodes, not {low}-{high}"
+    missing = {Leaf("x"), Leaf("h")} - set(graph.leaves())
+    if missing:
+        return f"it does not read {', '.join(sorted(map(str, missing)))}"
+    identity = target("gru").layout.identity_indices
+    for n in nodes:
+        if n.tuple in identity and n.act == "identity" and n.op == "add" and Leaf("zero") in n.children:
+            return f"node {n} copies its operand (an identity chain)"
+    return None
+
+
+def random_teacher(seed: int, draw: int = 0) -> Target:
+    """The cell of teacher ``random:SEED`` at sub-seed ``draw``, from ``seed`` and ``draw``
+    alone: ``N`` uniform in :data:`RANDOM_SIZES`, then :func:`random_cell` with ``N``
+    iterations over the ``gru`` target's space and layout (``x``, ``h``, ``zero``; sigmoid,
+    tanh, one_minus, identity; add, mul; three trainable tuples and the identity). Raises
+    :class:`CellGraphError` if the cell misses a rule of :func:`random_teacher_problem`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 or draw < 0:
+        raise CellGraphError(f"random teacher: seed and draw must be integers >= 0, got {seed!r}, {draw!r}")
+    rng = np.random.default_rng((seed, draw))
+    gru = target("gru")
+    space = dataclasses.replace(gru.spaces[0], n_iterations=int(rng.integers(RANDOM_SIZES[0], RANDOM_SIZES[1] + 1)))
+    cell = MultiCell((random_cell(space, gru.layout, rng),))
+    name = f"{RANDOM}:{seed}"
+    problem = random_teacher_problem(cell)
+    if problem:
+        raise CellGraphError(f"teacher {name}, sub-seed {draw}: {problem}")
+    return Target(name, cell, gru.layout, (space,), (),
+                  f"a random cell of {space.n_iterations} nodes (sub-seed {draw})")
+
+
+class _NotFinite(CellGraphError):
+    """A teacher whose states or logits are not finite over the planted data."""
+
+
+_LOWER = "its tuples are drawn with weight_scale and bias_scale: lower them"
+
+
 def make_teacher(
     kind: str,
     rng: np.random.Generator,
     p: int,
     vocab_size: int,
     n_classes: int,
-    center_on: np.ndarray,
+    tokens: np.ndarray,
+    n_center: int,
     weight_scale: float = 1.0,
     bias_scale: float = 0.1,
     space: SearchSpace | None = None,
     layout: Layout | None = None,
-) -> Teacher:
-    """A random teacher of ``kind`` (a target name or ``random``), its readout standardised
-    on the states of the token rows ``center_on`` (steps 2-4 of the module docstring)."""
+) -> tuple[Teacher, np.ndarray]:
+    """A random teacher of ``kind`` (a target name, ``random`` or ``random:SEED``) and the
+    classes ``(n, T)`` it gives the token rows ``tokens``; its readout is standardised on the
+    states of the first ``n_center`` rows (steps 2-4 of the module docstring). A teacher that
+    is not finite over ``tokens`` is an error; ``random:SEED`` redraws its cell first."""
+    spec = _RANDOM_SPEC.fullmatch(kind) if isinstance(kind, str) else None
+    if spec is None:
+        cell, layout, spaces = _teacher_cell(kind, rng, space, layout)
+        return _label(Teacher(kind, cell, layout, spaces, *_weights(rng, p, vocab_size, n_classes, weight_scale,
+                                                                     bias_scale, layout)), tokens, n_center)
+    if space is not None or layout is not None:
+        raise CellGraphError(f"teacher {kind!r} draws its own space and layout")
+    start = rng.bit_generator.state
+    for draw in range(MAX_DRAWS):
+        rng.bit_generator.state = start  # every cell drawn gets the same weights
+        tgt = random_teacher(int(spec.group(1)), draw)
+        weights = _weights(rng, p, vocab_size, n_classes, weight_scale, bias_scale, tgt.layout)
+        try:
+            return _label(Teacher(kind, tgt.cell, tgt.layout, tgt.spaces, *weights, draws=draw + 1),
+                          tokens, n_center)
+        except _NotFinite as err:
+            last = err
+    raise CellGraphError(f"{last} (the cells of sub-seeds 0-{MAX_DRAWS - 1}, all refused, the last)")
+
+
+def _teacher_cell(kind: str, rng: np.random.Generator, space: SearchSpace | None,
+                  layout: Layout | None) -> tuple[MultiCell, Layout, tuple[SearchSpace, ...]]:
+    """The cell, layout and spaces of teacher ``kind``, a target name or ``random``."""
     if kind == RANDOM:
         if (space is None) != (layout is None):
             raise CellGraphError("random teacher: give both space and layout, or neither")
@@ -220,22 +327,66 @@ def make_teacher(
                 f"(a one-run cell makes h), got data {list(map(str, space.data))}, "
                 f"prev {list(map(str, space.prev))}"
             )
-        cell, spaces = MultiCell((random_cell(space, layout, rng),)), (space,)
-    elif kind in target_names():
+        return MultiCell((random_cell(space, layout, rng),)), layout, (space,)
+    if kind in target_names():
         if space is not None or layout is not None:
             raise CellGraphError(f"teacher {kind!r} has its own space and layout")
         tgt = target(kind)
-        cell, spaces, layout = tgt.cell, tgt.spaces, tgt.layout
-    else:
-        raise CellGraphError(f"unknown teacher {kind!r} (known: {', '.join(target_names())}, {RANDOM})")
-    params = tuple(_random_tuple(rng, p, weight_scale, bias_scale, layout, r) for r in range(len(layout)))
+        return tgt.cell, tgt.layout, tgt.spaces
+    raise CellGraphError(f"unknown teacher {kind!r} (known: {', '.join(target_names())}, {RANDOM}, {RANDOM}:SEED)")
+
+
+def _weights(rng: np.random.Generator, p: int, vocab_size: int, n_classes: int, weight_scale: float,
+             bias_scale: float, layout: Layout) -> tuple:
+    """``params, embedding, readout, readout_bias`` of a teacher over ``layout``, in drawing
+    order; the readout is not yet standardised (bias zero)."""
+    params = tuple(_fixed_parts(_random_tuple(rng, p, weight_scale, bias_scale, layout, r), layout.tuples[r])
+                   for r in range(len(layout)))
     embedding = rng.standard_normal((vocab_size, p))
     readout = rng.standard_normal((n_classes, p)) / np.sqrt(p)
-    teacher = Teacher(kind, cell, layout, spaces, params, embedding, readout, np.zeros(n_classes))
-    logits = teacher.logits(center_on).reshape(-1, n_classes)
-    scale = 1.0 / np.maximum(logits.std(axis=0), 1e-12)
-    return Teacher(kind, cell, layout, spaces, params, embedding, readout * scale[:, None],
-                   -logits.mean(axis=0) * scale)
+    return params, embedding, readout, np.zeros(n_classes)
+
+
+def _fixed_parts(tup: tuple[np.ndarray, np.ndarray, np.ndarray], spec: TupleSpec
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tup`` with each matrix whose display name in ``spec`` is ``I`` or ``0`` set to it."""
+    p = len(tup[2])
+    fixed = {"I": np.eye, "0": lambda n: np.zeros((n, n))}
+    L, R = (fixed[name](p) if name in fixed else m for name, m in ((spec.L, tup[0]), (spec.R, tup[1])))
+    return L, R, tup[2]
+
+
+def _label(teacher: Teacher, tokens: np.ndarray, n_center: int) -> tuple[Teacher, np.ndarray]:
+    """``teacher`` with its readout standardised on the first ``n_center`` rows of ``tokens``,
+    and its classes of ``tokens``."""
+    logits = _finite_logits(teacher, tokens[:n_center]).reshape(-1, teacher.readout.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        deviation = logits.std(axis=0)
+    if not np.isfinite(deviation).all():
+        raise _NotFinite(f"planted teacher {teacher.kind}: the readout's logits are too large to standardise "
+                         f"(their deviation overflows); {_LOWER}")
+    scale = 1.0 / np.maximum(deviation, 1e-12)
+    teacher = dataclasses.replace(teacher, readout=teacher.readout * scale[:, None],
+                                  readout_bias=-logits.mean(axis=0) * scale)
+    return teacher, _finite_logits(teacher, tokens).argmax(axis=-1)
+
+
+def _finite_logits(teacher: Teacher, tokens: np.ndarray) -> np.ndarray:
+    """The teacher's logits of ``tokens`` ``(n, T)``; raises :class:`_NotFinite`, naming the
+    teacher, the value and the first step, where a state or logit is NaN or infinite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        states = teacher.states(tokens)
+        logits = teacher.read(states)
+    for what, values in (*((f"state {s}", v) for s, v in states.items()), ("the readout's logits", logits)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            step = int(np.flatnonzero(bad.any(axis=(0, 2)))[0]) + 1
+            raise _NotFinite(
+                f"planted teacher {teacher.kind}: {what} is not finite from step {step} of {tokens.shape[1]} on "
+                f"({int(np.isnan(values).sum())} NaN, {int(np.isinf(values).sum())} infinite of {values.size} "
+                f"values); {_LOWER}"
+            )
+    return logits
 
 
 def _random_tuple(
@@ -285,11 +436,9 @@ def load_planted(
         raise CellGraphError("planted: sizes must be >= 1 and n_classes >= 2")
     rng = np.random.default_rng(seed)
     tokens = distinct_rows(rng, n_train + n_val + n_test, seq_len, vocab_size)
-    hidden = make_teacher(
-        teacher, rng, p, vocab_size, n_classes, tokens[:n_train], weight_scale, bias_scale,
-        space, layout,
+    hidden, targets = make_teacher(
+        teacher, rng, p, vocab_size, n_classes, tokens, n_train, weight_scale, bias_scale, space, layout,
     )
-    targets = hidden.predict(tokens)
     bounds = np.cumsum([0, n_train, n_val, n_test])
     splits = [Split(tokens[a:b], targets[a:b], np.arange(a, b), source=f"planted-{teacher}")
               for a, b in zip(bounds, bounds[1:])]

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, MODES, TAU_UNITS
 from cellgraph.algorithms.distance import MATCHES
+from cellgraph.data.planted import RANDOM_SIZES, TEACHERS, is_teacher_spec
 from cellgraph.data.text import WIKI_CLEANINGS
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
@@ -32,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "TrainConfig", "PRESETS", "RECIPES", "paper_settings", "SEARCH_RANGES", "resolve_config", "load_run_config",
     "parse_set", "key_table", "compact", "preset_conflicts", "valid_device", "AUTO_TD_MATCH", "resolved_td_match",
+    "dataset_options",
 ]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
@@ -118,7 +120,7 @@ class TrainConfig:
     """
 
     task: str = _key("planted", "the data set (wiki, wiki5k: enwik8 cut to 10k or 5k sequences; "
-                     "planted: labelled by a hidden GRU cell); cellgraph train needs it given",
+                     "planted: labelled by a hidden teacher cell, planted_teacher); cellgraph train needs it given",
                      one_of(TASKS))
     model: str = _key("rrnn", "rrnn (full cell search), rrnn-gru (search over the GRU's tuples), "
                       "gru or lstm (baselines); cellgraph train needs it given", one_of(MODELS))
@@ -220,6 +222,10 @@ class TrainConfig:
     wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: enwik8's cleaning: wikifil (wikifil.pl's rules, "
                               "the authors' text) or paper (the paper's sentence); a config.json "
                               "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
+    planted_teacher: str = _key("gru", "planted: the hidden cell that labels the data: a named cell (mgu, mut1-3: "
+                                "docs/paper-notes.md, Planted teachers) or random:SEED, a random cell of "
+                                f"{RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes drawn from SEED", Rule(f"must be one of {', '.join(TEACHERS)} or random:SEED "
+                                                              "(SEED an integer >= 0)", is_teacher_spec))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ~/.cache/cellgraph, where "
                          "`cellgraph data fetch` stores the data sets)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "
@@ -266,6 +272,20 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+def dataset_options(config: TrainConfig) -> dict[str, Any]:
+    """The options of :func:`cellgraph.data.datasets.load_dataset` that ``config`` sets for its
+    task: ``seed`` (``data_seed``), ``seq_len`` (every task but ``sst``), ``wiki_cleaning``
+    (``wiki``, ``wiki5k``) and ``teacher`` (``planted``: ``planted_teacher``)."""
+    options: dict[str, Any] = {"seed": config.data_seed}
+    if config.task != "sst":
+        options["seq_len"] = config.seq_len
+    if config.task in ("wiki", "wiki5k"):
+        options["wiki_cleaning"] = config.wiki_cleaning
+    if config.task == "planted":
+        options["teacher"] = config.planted_teacher
+    return options
 
 
 def _check_recipe(config: "TrainConfig") -> None:

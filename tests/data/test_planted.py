@@ -2,16 +2,21 @@
 
 import dataclasses
 import json
+import warnings
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from cellgraph import CellGraph, CellGraphError, target
+from cellgraph import CellGraph, CellGraphError, MultiCell, Node, target
 from cellgraph.backends.numpy.backend import evaluate
-from cellgraph.cell.expr import Leaf
+from cellgraph.cell.expr import Leaf, h, x, zero
 from cellgraph.data.datasets import load_dataset
-from cellgraph.data.planted import distinct_rows, load_planted, random_cell
+from cellgraph.data.planted import (
+    MAX_DRAWS, RANDOM_SIZES, TEACHERS, distinct_rows, load_planted, random_cell, random_teacher,
+    random_teacher_problem,
+)
+from cellgraph.experiment.config import TrainConfig, dataset_options
 
 
 def _sigmoid(z):
@@ -62,7 +67,7 @@ def _literal_targets(teacher, tokens):
     return np.stack(classes, 1)
 
 
-@pytest.mark.parametrize("kind", ["gru", "lstm", "random"])
+@pytest.mark.parametrize("kind", [*TEACHERS, "random", "random:3"])
 def test_targets_are_the_teachers_cell_computed_literally(kind):
     """Every target of every split is the class the teacher's cell gives, each node computed
     here from its definition; and the literal computation has teeth: a changed tuple changes
@@ -165,3 +170,129 @@ def test_distinct_rows_and_errors():
         load_planted(teacher="random", space=lstm.spaces[0], layout=lstm.layout)
     with pytest.raises(CellGraphError, match="has its own space and layout"):
         load_planted(teacher="gru", layout=lstm.layout)
+
+
+def _same_data(a, b) -> bool:
+    return all((a.splits[k].inputs == b.splits[k].inputs).all() and (a.splits[k].targets == b.splits[k].targets).all()
+               for k in ("train", "val", "test"))
+
+
+def test_the_default_planted_teacher_keeps_the_data():
+    """planted_teacher=gru, given or not, makes the data the task made before the setting; another
+    teacher makes other targets from the same tokens."""
+    config = TrainConfig(task="planted", seq_len=6)
+    options = dataset_options(config)
+    assert options["teacher"] == "gru"
+    given = load_dataset("planted", **options)
+    without = load_dataset("planted", **{k: v for k, v in options.items() if k != "teacher"})
+    assert _same_data(given, without)
+    other = load_dataset("planted", **dataset_options(config.replace(planted_teacher="mut1")))
+    assert (other.train.inputs == given.train.inputs).all() and not _same_data(other, given)
+    assert other.teacher.kind == "mut1" and "teacher" not in dataset_options(config.replace(task="sst"))
+
+
+def _mgu_step(P, x, h):
+    f = _sigmoid(_lin(P, 0, x, h))
+    return (1 - f) * h + f * np.tanh(_lin(P, 1, x, f * h))
+
+
+def _mut_step(z, r_in, n_in):
+    """MUT1-3's update with z given, r = sigma(r_in(r's tuple)), n = tanh(n_in(n's tuple, r))."""
+    def step(P, x, h):
+        zt, r = z(P, x, h), _sigmoid(r_in(P, x, h))
+        n = np.tanh(n_in(P, x, h, r))
+        return n * zt + h * (1 - zt)
+    return step
+
+
+def _mat(P, r, k, v):
+    return v @ P[r][k].T
+
+
+PAPER_STEPS = {  # the papers' equations, written with the teacher's matrices by their display names
+    "mgu": _mgu_step,
+    "mut1": _mut_step(lambda P, x, h: _sigmoid(_mat(P, 0, 0, x) + P[0][2]),
+                      lambda P, x, h: _lin(P, 1, x, h),
+                      lambda P, x, h, r: _mat(P, 2, 1, r * h) + np.tanh(x) + P[2][2]),
+    "mut2": _mut_step(lambda P, x, h: _sigmoid(_lin(P, 0, x, h)),
+                      lambda P, x, h: x + _mat(P, 1, 1, h) + P[1][2],
+                      lambda P, x, h, r: _lin(P, 2, x, r * h)),
+    "mut3": _mut_step(lambda P, x, h: _sigmoid(_lin(P, 0, x, np.tanh(h))),
+                      lambda P, x, h: _lin(P, 1, x, h),
+                      lambda P, x, h, r: _lin(P, 2, x, r * h)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PAPER_STEPS))
+def test_named_teachers_compute_their_papers_equations(kind):
+    """MGU and MUT1-3 as their papers write them (MUT1's tanh(x) and MUT2's x with weight I):
+    the teacher's matrices named I in its layout are I, so the nearest forms are exact here."""
+    d = load_planted(n_train=20, n_val=5, n_test=5, seq_len=4, teacher=kind, seed=2)
+    t = d.teacher
+    h = np.zeros((20, t.p))
+    for step in range(4):
+        h = PAPER_STEPS[kind](t.params, t.embedding[d.train.inputs[:, step]], h)
+    assert np.allclose(t.states(d.train.inputs)["h"][:, -1], h, atol=1e-12)
+    fixed = [(r, k) for r, spec in enumerate(t.layout.tuples) if not spec.identity
+             for k, name in enumerate((spec.L, spec.R)) if name == "I"]
+    assert fixed == {"mgu": [], "mut1": [(2, 0)], "mut2": [(1, 0)], "mut3": []}[kind]
+    assert all((t.params[r][k] == np.eye(t.p)).all() for r, k in fixed)
+
+
+def test_gru_torch_teacher_has_torchs_identity_after_the_reset():
+    t = load_planted(n_train=20, n_val=5, n_test=5, teacher="gru_torch").teacher
+    assert (t.params[3][1] == np.eye(t.p)).all() and not t.params[2][1].any()  # R_n = I, R_hn = 0
+
+
+def test_random_seed_teacher_is_drawn_from_its_seed_alone():
+    a = load_planted(n_train=40, n_val=10, n_test=10, teacher="random:5", seed=0)
+    b = load_planted(n_train=40, n_val=10, n_test=10, teacher="random:5", seed=1)
+    assert a.teacher.kind == "random:5" and a.teacher.draws == b.teacher.draws == 1
+    assert a.teacher.cell == b.teacher.cell == random_teacher(5).cell
+    assert not np.allclose(a.teacher.params[0][0], b.teacher.params[0][0])  # weights: the data seed's
+    doc = json.loads(json.dumps(a.summary()))["teacher"]
+    assert doc["kind"] == "random:5" and doc["draws"] == 1
+    assert "draws" not in load_planted(n_train=20, n_val=5, n_test=5).teacher.to_json()
+    cells = [random_teacher(s) for s in range(12)]
+    assert len({t.cell for t in cells}) == 12
+    low, high = RANDOM_SIZES
+    assert all(low <= len(t.graph.internal_nodes()) <= high and random_teacher_problem(t.cell) is None
+               for t in cells)
+    assert {len(t.graph.internal_nodes()) for t in cells} != {low}
+
+
+def test_random_teacher_rules():
+    chain = Node("add", "identity", 3, zero, Node("add", "tanh", 0, x, h))
+    ok = Node("mul", "sigmoid", 1, x, Node("add", "tanh", 0, x, h))
+    for _ in range(4):
+        chain, ok = Node("add", "tanh", 2, x, chain), Node("add", "tanh", 2, x, ok)
+    assert random_teacher_problem(MultiCell((CellGraph(ok),))) is None
+    assert "copies its operand (an identity chain)" in random_teacher_problem(MultiCell((CellGraph(chain),)))
+    no_h = Node("add", "tanh", 0, x, zero)
+    for _ in range(5):
+        no_h = Node("add", "tanh", 2, x, no_h)
+    assert random_teacher_problem(MultiCell((CellGraph(no_h),))) == "it does not read h"
+    assert random_teacher_problem(MultiCell((CellGraph(ok.right),))) == "it has 5 generated nodes, not 6-12"
+    assert "not h alone" in random_teacher_problem(target("lstm").cell)
+    with pytest.raises(CellGraphError, match="seed and draw must be integers >= 0"):
+        random_teacher(-1)
+
+
+def test_non_finite_teachers_are_refused_by_name_without_numpy_warnings():
+    small = {"n_train": 50, "n_val": 10, "n_test": 10}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CellGraphError, match=r"^planted teacher mut1: state h is not finite from step \d+ of 10 "
+                                                 r"on \(\d+ NaN, \d+ infinite of 4000 values\); .*lower them$"):
+            load_planted(teacher="mut1", weight_scale=1e308, **small)
+        with pytest.raises(CellGraphError, match=rf"^planted teacher random:0: .* \(the cells of sub-seeds "
+                                                 rf"0-{MAX_DRAWS - 1}, all refused, the last\)$"):
+            load_planted(teacher="random:0", weight_scale=1e308, **small)
+
+
+def test_random_seed_teacher_redraws_a_non_finite_cell_with_the_next_sub_seed():
+    sizes = {"n_train": 100, "n_val": 20, "n_test": 20, "seq_len": 20}
+    redrawn = load_planted(teacher="random:6", weight_scale=100.0, **sizes).teacher
+    assert redrawn.draws == 2 and redrawn.cell == random_teacher(6, 1).cell
+    first = load_planted(teacher="random:6", **sizes).teacher
+    assert first.draws == 1 and first.cell == random_teacher(6, 0).cell
