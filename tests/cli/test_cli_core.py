@@ -15,7 +15,7 @@ from cellgraph.cell import registry
 from cellgraph.cli import main
 from cellgraph.export import jsonio
 from cellgraph.export.draw import _ACT_LABELS as ACT_LABELS
-from cellgraph.targets import target
+from cellgraph.targets import target, target_names
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
@@ -169,3 +169,18 @@ def test_an_argument_with_a_nul_byte_is_a_clean_error(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "holds a NUL byte" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", target_names())
+def test_every_target_prints_and_draws(capsys, tmp_path, name):
+    from cellgraph.cli.commands.target import NAMES
+
+    assert NAMES.split(", ") == list(target_names())
+    code, out, err = run(capsys, "target", name, "--format", "sympy")
+    assert code == 0 and not err and out.startswith(f"# {name}: one equation per generated node")
+    nodes = out.split(f"# {name}: the states")[0].splitlines()[1:]
+    assert len(nodes) == sum(len(g.internal_nodes()) for g in target(name).cell)
+    form = run(capsys, "target", name, "--format", "form")[1]
+    assert form.startswith(f"{target(name).cell.graphs[0].state} = ")
+    code, out, _ = run(capsys, "target", name, "--format", "dot", "-o", str(tmp_path / f"{name}.dot"))
+    assert code == 0 and (tmp_path / f"{name}.dot").read_text().startswith(f"digraph {name} {{")

@@ -1,18 +1,19 @@
-"""``cellgraph target NAME --format FMT``: export a target cell (GRU, LSTM, ...)."""
+"""``cellgraph target NAME --format FMT``: export a target cell (GRU, LSTM, MGU, MUT1-3)."""
 
 from __future__ import annotations
 
 import argparse
 
 TEXT_FORMATS = ("json", "sympy", "latex", "form")
+#: The names of :func:`cellgraph.targets.target_names`, written out so that ``--help`` needs no import.
+NAMES = "gru, gru_torch, lstm, lstm_torch, mgu, mut1, mut2, mut3"
 DRAWING_FORMATS = ("dot", "svg", "png")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "target",
-        help="export a target cell (gru, gru_torch, lstm, lstm_torch) as JSON, sympy, LaTeX, its form or a "
-        "drawing",
+        help=f"export a target cell ({NAMES}) as JSON, sympy, LaTeX, its form or a drawing",
         description="Export a target cell. json: the unfolded tree as a cellgraph.cell.tree document "
         "(every state of a multi-state cell, with the layout; see docs/FORMAT.md): its structure, "
         "without vectors (cellgraph export writes a trained cell with them). sympy/latex: one "
@@ -20,12 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "one line per state in the notation in which cellgraph trees and the demo print discovered "
         "cells (docs/reading-cells.md explains it). dot/svg/png: a drawing as in the paper's "
         "Figure 1. Text formats go to stdout unless -o is given; drawings go to -o FILE, by default "
-        "NAME.EXT.",
+        "NAME.EXT. mgu and mut1-3 are the planted task's teachers (docs/paper-notes.md, Planted teachers).",
         epilog="examples: cellgraph target gru --format sympy; cellgraph target gru --format form; "
         "cellgraph target lstm --format json --dag -o lstm.json; "
-        "cellgraph target gru --format svg -o docs/gru.svg",
+        "cellgraph target gru --format svg -o docs/gru.svg; cellgraph target mgu --format form",
     )
-    p.add_argument("name", metavar="NAME", help="target name: gru, gru_torch, lstm or lstm_torch")
+    p.add_argument("name", metavar="NAME", help=f"target name: {NAMES}")
     p.add_argument("--format", "-f", required=True, choices=TEXT_FORMATS + DRAWING_FORMATS,
                    help="output format")
     p.add_argument("-o", "--output", metavar="FILE", default=None,
