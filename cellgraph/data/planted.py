@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import networkx as nx
 import numpy as np
@@ -60,6 +60,7 @@ RANDOM_SIZES = (6, 12)
 MAX_DRAWS = 20
 #: Batch size and vector size of the probe on which :func:`random_cell` checks its nodes.
 _PROBE_BATCH, _PROBE_P = 16, 4
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,24 +87,9 @@ class Teacher:
     def p(self) -> int:
         return self.embedding.shape[1]
 
-    @property
-    def data_leaf(self) -> Leaf:
-        (leaf,) = {l for g in self.cell for l in g.leaves() if l.role is Role.DATA}
-        return leaf
-
     def states(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """State name -> ``(n, T, p)`` values over the sequences ``tokens`` ``(n, T)``."""
-        tokens = np.asarray(tokens)
-        n, steps = tokens.shape
-        prev = {s: np.zeros((n, self.p)) for s in self.cell.states}
-        out: dict[str, list[np.ndarray]] = {s: [] for s in self.cell.states}
-        for t in range(steps):
-            leaves = {Leaf(s, Role.PREV): v for s, v in prev.items()}
-            leaves[self.data_leaf] = self.embedding[tokens[:, t]]
-            prev = backend("numpy").evaluate_cell(self.cell, leaves, self.params)
-            for s, v in prev.items():
-                out[s].append(v)
-        return {s: np.stack(v, axis=1) for s, v in out.items()}
+        return run_cell(self.cell, self.params, self.embedding[np.asarray(tokens)])
 
     def logits(self, tokens: np.ndarray) -> np.ndarray:
         """``W h_t + b`` ``(n, T, n_classes)``, ``h_t`` the output state."""
@@ -140,6 +126,23 @@ class Teacher:
     def describe(self) -> str:
         cells = "; ".join(f"{g.state} = {g.root}" for g in self.cell)
         return f"{self.kind} cell, p = {self.p}, {len(self.layout)} tuples: {cells}"
+
+
+def run_cell(cell: MultiCell, params: tuple, inputs: np.ndarray) -> dict[str, np.ndarray]:
+    """State name -> ``(n, T, p)`` values of ``cell`` (float64, the numpy backend, zero initial
+    states) over the input vectors ``inputs`` ``(n, T, p)`` fed to its data leaf;
+    ``params[r] = (L_r, R_r, b_r)`` by layout index."""
+    (data,) = {l for g in cell for l in g.leaves() if l.role is Role.DATA}
+    n, steps, p = inputs.shape
+    prev = {s: np.zeros((n, p)) for s in cell.states}
+    out: dict[str, list[np.ndarray]] = {s: [] for s in cell.states}
+    for t in range(steps):
+        leaves = {Leaf(s, Role.PREV): v for s, v in prev.items()}
+        leaves[data] = inputs[:, t]
+        prev = backend("numpy").evaluate_cell(cell, leaves, params)
+        for s, v in prev.items():
+            out[s].append(v)
+    return {s: np.stack(v, axis=1) for s, v in out.items()}
 
 
 def random_cell(
@@ -299,13 +302,26 @@ def make_teacher(
     if space is not None or layout is not None:
         raise CellGraphError(f"teacher {kind!r} draws its own space and layout")
     start = rng.bit_generator.state
-    for draw in range(MAX_DRAWS):
+
+    def attempt(tgt: Target, draws: int | None) -> tuple[Teacher, np.ndarray]:
         rng.bit_generator.state = start  # every cell drawn gets the same weights
-        tgt = random_teacher(int(spec.group(1)), draw)
         weights = _weights(rng, p, vocab_size, n_classes, weight_scale, bias_scale, tgt.layout)
+        return _label(Teacher(kind, tgt.cell, tgt.layout, tgt.spaces, *weights, draws=draws), tokens, n_center)
+
+    return first_finite(kind, attempt)
+
+
+def first_finite(spec: str, attempt: Callable[[Target, int | None], _T]) -> _T:
+    """``attempt(cell, draws)`` for the cell of teacher ``spec``: a target name once
+    (``draws`` ``None``), ``random:SEED`` at sub-seeds ``0, 1, ...`` (``draws`` the cells drawn
+    so far) until an attempt does not find the teacher non-finite (:func:`check_finite`), at
+    most :data:`MAX_DRAWS` cells."""
+    spec_match = _RANDOM_SPEC.fullmatch(spec)
+    if spec_match is None:
+        return attempt(target(spec), None)
+    for draw in range(MAX_DRAWS):
         try:
-            return _label(Teacher(kind, tgt.cell, tgt.layout, tgt.spaces, *weights, draws=draw + 1),
-                          tokens, n_center)
+            return attempt(random_teacher(int(spec_match.group(1)), draw), draw + 1)
         except _NotFinite as err:
             last = err
     raise CellGraphError(f"{last} (the cells of sub-seeds 0-{MAX_DRAWS - 1}, all refused, the last)")
@@ -340,11 +356,18 @@ def _weights(rng: np.random.Generator, p: int, vocab_size: int, n_classes: int, 
              bias_scale: float, layout: Layout) -> tuple:
     """``params, embedding, readout, readout_bias`` of a teacher over ``layout``, in drawing
     order; the readout is not yet standardised (bias zero)."""
-    params = tuple(_fixed_parts(_random_tuple(rng, p, weight_scale, bias_scale, layout, r), layout.tuples[r])
-                   for r in range(len(layout)))
+    params = teacher_tuples(rng, p, weight_scale, bias_scale, layout)
     embedding = rng.standard_normal((vocab_size, p))
     readout = rng.standard_normal((n_classes, p)) / np.sqrt(p)
     return params, embedding, readout, np.zeros(n_classes)
+
+
+def teacher_tuples(rng: np.random.Generator, p: int, weight_scale: float, bias_scale: float,
+                   layout: Layout) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """A teacher's tuples ``(L_r, R_r, b_r)`` over ``layout``, drawn as step 3 of the module
+    docstring says (identity tuples and the matrices the layout names ``I`` or ``0`` fixed)."""
+    return tuple(_fixed_parts(_random_tuple(rng, p, weight_scale, bias_scale, layout, r), layout.tuples[r])
+                 for r in range(len(layout)))
 
 
 def _fixed_parts(tup: tuple[np.ndarray, np.ndarray, np.ndarray], spec: TupleSpec
@@ -377,16 +400,22 @@ def _finite_logits(teacher: Teacher, tokens: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         states = teacher.states(tokens)
         logits = teacher.read(states)
-    for what, values in (*((f"state {s}", v) for s, v in states.items()), ("the readout's logits", logits)):
-        bad = ~np.isfinite(values)
+    check_finite(teacher.kind, {**{f"state {s}": v for s, v in states.items()}, "the readout's logits": logits})
+    return logits
+
+
+def check_finite(kind: str, values: dict[str, np.ndarray]) -> None:
+    """Raise :class:`_NotFinite`, naming teacher ``kind``, the value and its first step, where
+    one of ``values`` (name -> ``(n, T, ...)``) is NaN or infinite."""
+    for what, v in values.items():
+        bad = ~np.isfinite(v)
         if bad.any():
-            step = int(np.flatnonzero(bad.any(axis=(0, 2)))[0]) + 1
+            step = int(np.flatnonzero(bad.reshape(*bad.shape[:2], -1).any(axis=(0, 2)))[0]) + 1
             raise _NotFinite(
-                f"planted teacher {teacher.kind}: {what} is not finite from step {step} of {tokens.shape[1]} on "
-                f"({int(np.isnan(values).sum())} NaN, {int(np.isinf(values).sum())} infinite of {values.size} "
+                f"planted teacher {kind}: {what} is not finite from step {step} of {v.shape[1]} on "
+                f"({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} infinite of {v.size} "
                 f"values); {_LOWER}"
             )
-    return logits
 
 
 def _random_tuple(
