@@ -1,5 +1,5 @@
 """The discovery recipe's levers, each alone and together, 3 seeds (docs/paper-notes.md,
-*Extension: the discovery recipe*; RESULTS.md, "The discovery recipe: ablation").
+*Extension: the discovery recipe*; RESULTS.md, "The discovery recipe: cells worth exporting").
 
 Arms, for the full RRNN and RRNN-GRU on one task (``planted`` by default; ``wiki5k`` and
 ``wiki`` train every run with their GRU preset's batch size, learning rate and L2, the teacher's):

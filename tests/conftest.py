@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules: a throw-away PostgreSQL server, the small data folder.
+"""Fixtures shared by the test modules: a throw-away PostgreSQL server, the small data folder,
+Ctrl-C as an interactive shell delivers it.
 
 ``small_data`` makes ``tests/fixtures/data`` the data folder (``$CELLGRAPH_DATA``) and has the
 loaders draw a few dozen sequences from it (``tests/needs_data.py``).
@@ -19,6 +20,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -40,6 +42,17 @@ def small_data(monkeypatch) -> Path:
         module, function, fixed = datasets._LOADERS[name]
         monkeypatch.setitem(datasets._LOADERS, name, (module, function, {**fixed, **sizes}))
     return FIXTURES
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, as in a shell's foreground, whatever handler the
+    suite inherited: ``pytest ... &`` from a script starts with SIGINT ignored. Restored after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _bindir() -> Path | None:

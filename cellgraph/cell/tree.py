@@ -116,10 +116,6 @@ class Tree:
     def n_internal(self) -> int:
         return sum(1 for _ in self.positions())
 
-    def depth(self) -> int:
-        """Height counted in edges (a leaf has 0)."""
-        return 0 if self.is_leaf else 1 + max(c.depth() for c in self.children)
-
     def leaf_depths(self) -> list[int]:
         """Depth of every leaf position, left to right (the ``l_k`` of Lemma 2)."""
         out: list[int] = []

@@ -41,8 +41,8 @@ TRIALS = 8
 PLANTED: dict[str, Any] = {"hidden_size": 16, "batch_size": 32, "lambda_td": 1e-2, "lambda_margin": 1e-3,
                            "lambda_l2": 1e-6, "log_structures": 32}
 #: model -> settings on top of :data:`PLANTED`; for rrnn, those under which the argmax cells
-#: agree with the trained mixture on planted (RESULTS.md, "Temperature in units of the score
-#: spread").
+#: agree with the trained mixture on planted (docs/results-history.md, "Temperature in units of the
+#: score spread").
 PLANTED_MODELS: dict[str, dict[str, Any]] = {
     "rrnn": {"n_iterations": 9, "scoring_hidden": 32, "mode": "soft", "lr": 3e-3,
              "candidate_norm": "sample", "tau_end": 0.01, "tau_units": "std", "lambda_margin": 0.1},
@@ -51,8 +51,8 @@ PLANTED_MODELS: dict[str, dict[str, Any]] = {
 }
 
 #: The full RRNN's search settings, which the paper does not give: candidates normalised per
-#: sample, tau annealed to 0.01 in units of the score spread (RESULTS.md, "Temperature in units
-#: of the score spread"). Fixed in every full RRNN run; the loss weights stay the preset's or
+#: sample, tau annealed to 0.01 in units of the score spread (docs/results-history.md, "Temperature
+#: in units of the score spread"). Fixed in every full RRNN run; the loss weights stay the preset's or
 #: the search's.
 FULL_RRNN = {"candidate_norm": "sample", "tau_end": 0.01, "tau_units": "std"}
 

@@ -15,7 +15,7 @@ TREE = unfold(Node("add", "tanh", 0, Node("mul", "sigmoid", 1, x, h), h))
 def test_a_leaf_position_has_no_edges_and_height_0():
     leaf = Tree(x)
     assert leaf.edges == () and leaf.is_leaf and not leaf.swapped
-    assert leaf.depth() == 0 and TREE.depth() == 2 and TREE.leaf_depths() == [2, 2, 1]
+    assert leaf.leaf_depths() == [0] and TREE.leaf_depths() == [2, 2, 1]
 
 
 def test_errors_name_the_problem():

@@ -108,11 +108,12 @@ def test_train_help_lists_every_setting(capsys):
 
 def _interrupt(argv: list[str], ready, background: bool = False) -> tuple[int, str]:
     """Start ``argv``, stop it once ``ready(stdout line)`` says so; exit code, stderr. Ctrl-C
-    (SIGINT) by default; ``background``: started as a shell starts ``CMD &`` (SIGINT ignored)
-    and stopped by ``kill`` (SIGTERM)."""
-    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None
+    (SIGINT) by default, the child started as a shell's foreground starts it (SIGINT's default
+    action, whatever the tests inherited); ``background``: started as a shell starts ``CMD &``
+    (SIGINT ignored) and stopped by ``kill`` (SIGTERM)."""
+    sigint = signal.SIG_IGN if background else signal.SIG_DFL
     proc = subprocess.Popen(argv, env={**QUIET, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     for line in proc.stdout:
         if ready(line):
             break

@@ -174,7 +174,7 @@ def _interrupt_during(monkeypatch, name: str, signum: int = signal.SIGINT) -> No
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch, signum):
+def test_ctrl_c_during_atomic_write_waits_for_the_whole_file(tmp_path, monkeypatch, signum, ctrl_c):
     """Ctrl-C, or SIGTERM while a command runs (which main() makes a stop request)."""
     from cellgraph.cli.main import _sigterm_as_interrupt
 

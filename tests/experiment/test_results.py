@@ -19,6 +19,11 @@ TABLE1 = ROOT / "results" / "table1"
 TABLE1_SUPERSEDED = ROOT / "results" / "table1-superseded"
 #: Wiki-10k with the argmax choosing RRNN-GRU's checkpoint (RESULTS.md keeps it, superseded)
 TABLE1_ARGMAX = ROOT / "results" / "table1-argmax"
+#: the Wiki experiments of the Table 1 rerun on the authors' text (`wikifil`)
+TABLE1_WIKIFIL = ROOT / "results" / "table1-wikifil"
+#: the discovery recipe's ablations (RESULTS.md, "The discovery recipe: cells worth exporting")
+RECIPE_ROOTS = ["recipe-planted", "recipe-planted-variants", "recipe-wiki5k-slice", "recipe-planted-full",
+                "recipe-wiki10k", "recipe-wiki5k-2ep"]
 
 
 def _results() -> str:
@@ -48,6 +53,7 @@ TABLES = [
 #: (records folder, experiment, args): each finished experiment of the Table 1 rerun (cellgraph reproduce)
 TABLE1_ROWS = [(TABLE1, "wiki5k", ["--by", "name"]), (TABLE1, "wiki", ["--by", "name"]), (TABLE1, "sst", ["--by", "name"]), (TABLE1, "ptb", ["--by", "name"]),
                (TABLE1, "planted", ["--by", "name", "--recovery"]),
+               (TABLE1_WIKIFIL, "wiki5k", ["--by", "name"]), (TABLE1_WIKIFIL, "wiki", ["--by", "name"]),
                (TABLE1_SUPERSEDED, "planted", ["--by", "name", "--recovery"]),
                (TABLE1_SUPERSEDED, "wiki", ["--by", "name"]), (TABLE1_ARGMAX, "wiki", ["--by", "name"])]
 
@@ -98,3 +104,19 @@ def test_results_md_tables_are_reprinted_by_summarize(args, globs, capsys):
     folders = [str(p) for g in globs for p in sorted(RUNS.glob(g))]
     assert len(folders) == 3 * len(globs), "a run record is missing from results/runs"
     _check_reprinted(args, folders, len(globs), capsys)
+
+
+@pytest.mark.parametrize("root", RECIPE_ROOTS)
+def test_results_md_holds_the_recipe_tables_as_the_ablation_prints_them(root):
+    """Each row of ``python -m cellgraph.benchmarks.recipe_ablation --root results/ROOT --summary``
+    is a row of RESULTS.md itself, cell for cell (the command's columns, as a Markdown table)."""
+    from cellgraph.benchmarks.recipe_ablation import _SHARES, _cell, summarize
+
+    table = summarize(ROOT / "results" / root)
+    results = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert len(table) >= 3
+    for arm, row in table.items():
+        cells = [arm, *(_cell(row[key]) for key in ("hard", "soft", *_SHARES)),
+                 " ".join(map(str, row["stopped"])) or "-"]
+        line = "| " + " | ".join(cells) + " |"
+        assert line in results, f"RESULTS.md lacks the row {line!r} of {root}"

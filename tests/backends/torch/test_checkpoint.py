@@ -52,7 +52,7 @@ def test_damaged_checkpoint_without_sidecar_is_named_damaged(tmp_path, damage):
     assert "weights_only" not in message and "\n" not in message
 
 
-def test_ctrl_c_while_saving_keeps_checkpoint_and_sidecar_together(tmp_path, monkeypatch):
+def test_ctrl_c_while_saving_keeps_checkpoint_and_sidecar_together(tmp_path, monkeypatch, ctrl_c):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"epoch": 1})
     real = os.replace

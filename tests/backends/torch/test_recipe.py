@@ -14,6 +14,7 @@ from cellgraph.backends.torch.rrnn_gru import RRNNGRU
 from cellgraph.backends.torch.search import prepare, search
 from cellgraph.backends.torch.structure import n_slots, slot
 from cellgraph.backends.torch.task import TaskModel
+from cellgraph.backends.torch.checkpoint import load_checkpoint
 from cellgraph.backends.torch.train import train
 from cellgraph.backends.torch.warmstart import teacher_logit, warm_start
 from cellgraph.cell.expr import h, x, zero
@@ -250,13 +251,39 @@ def test_a_constant_alpha_is_not_run_and_the_model_is_the_same(model, mode):
 
 def test_only_the_recipe_settings_make_alpha_constant():
     from cellgraph.backends.torch.task import constant_alpha
-    from cellgraph.experiment.config import RECIPES, resolve_config
+    from cellgraph.experiment.config import resolve_config
 
     assert constant_alpha(resolve_config("recipe-rrnn", None, {}))
-    assert RECIPES["rrnn"]["score_lr"] == 0.0
     assert not constant_alpha(resolve_config("recipe-rrnn", None, {"score_lr": 0.5}))
     assert not constant_alpha(resolve_config("recipe-rrnn", None, {"warm_start": "none", "score_lr": 0.0}))
     assert not constant_alpha(TrainConfig(model="rrnn"))
+
+
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_a_training_step_of_the_recipe_leaves_alpha_as_the_warm_start_set_it(model):
+    """Under the recipe's settings alpha is a constant in training, not only by name: the warm
+    start zeroes its output layer, and the optimizer ``train`` makes gives alpha no step, even
+    with a gradient on every one of its parameters; the rest of the model moves."""
+    from cellgraph.backends.torch.train import _optimizer
+    from cellgraph.experiment.config import resolve_config
+
+    config = resolve_config(f"recipe-{model}", None, {"hidden_size": P, "scoring_hidden": 5})
+    torch.manual_seed(0)
+    student = TaskModel(config, V, V, True, states=("h",)).double()
+    warm_start(student, _teacher(0))
+    before = {name: param.detach().clone() for name, param in student.named_parameters()}
+    optimizer = _optimizer(student, config)
+    tokens = torch.randint(0, V, (3, 7), generator=torch.Generator().manual_seed(2))
+    student(tokens)[0].square().mean().backward()
+    alpha = {name for name, param in student.named_parameters() if any(param is a for a in student.alpha_parameters())}
+    for name, param in student.named_parameters():
+        if name in alpha:
+            param.grad = torch.ones_like(param)
+    optimizer.step()
+    moved = {name for name, param in student.named_parameters() if not torch.equal(param, before[name])}
+    assert alpha and moved and not moved & alpha
+    outputs = [param for name, param in student.named_parameters() if name in alpha and name.endswith("2.weight")]
+    assert len(outputs) == 1 and not outputs[0].any()
 
 
 def test_a_warm_started_gru_is_its_teacher_continued(tmp_path):
@@ -274,5 +301,13 @@ def test_a_warm_started_gru_is_its_teacher_continued(tmp_path):
     train(config, tmp_path / "run", log=lambda line: None)
     first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     taught = json.loads((tmp_path / "run" / "teacher" / "final.json").read_text())
-    assert first["epoch"] == 1 and (tmp_path / "run" / "teacher" / "final.json").exists()
-    assert taught["val_accuracy"] is not None
+    assert first["epoch"] == 1 and taught["val_accuracy"] is not None
+    # that teacher continued by a run of another seed (another initialisation) at lr 1e-12, under
+    # which an epoch moves no weight by more than ~1e-11: the run ends where it started
+    teacher_dir = tmp_path / "run" / "teacher"
+    train(config.replace(seed=1, lr=1e-12, teacher=str(teacher_dir)), tmp_path / "continued", log=lambda line: None)
+    started = load_checkpoint(tmp_path / "continued" / "checkpoints" / "last.pt")["model"]
+    teacher = load_checkpoint(teacher_dir / "checkpoints" / "last.pt")["model"]
+    assert started.keys() == teacher.keys()
+    for name, weight in teacher.items():
+        torch.testing.assert_close(started[name], weight, rtol=0, atol=1e-9, msg=name)
