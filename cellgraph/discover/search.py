@@ -1,0 +1,346 @@
+"""The discrete cell search: propose, look up, evaluate, record (docs/discover.md).
+
+:func:`discover` runs one worker of a search whose state is an Optuna study
+(:mod:`cellgraph.discover.storage`). Each step:
+
+1. fail the RUNNING trials of workers on this machine that no longer exist (a killed
+   search), then read the study's trials;
+2. stop when the next evaluation would pass the budget: epochs spent by every trial plus the
+   epochs reserved by running ones, counted in full-fidelity evaluations;
+3. ask the strategy for a candidate (:mod:`cellgraph.discover.strategies`) and hash it
+   (:func:`cellgraph.discover.cache.cell_hash`);
+4. look the hash up: running in another worker -> skip it (counted, no trial); finished ->
+   record a trial that reuses its result (``duplicate_of``, no training); new -> create a
+   trial carrying the hash, then read again and withdraw it when another worker created one
+   for the same hash meanwhile (so no hash is ever trained twice);
+5. train it rung by rung (:mod:`cellgraph.discover.fidelity`), reserving each rung's epochs
+   before training it, and tell the trial COMPLETE, PRUNED or FAILED.
+
+Trial user attributes: ``cell`` (``cellgraph.dag`` document), ``hash``, ``origin`` (``seed``,
+``random`` or the mutation), ``parent`` (trial number), ``worker`` (host:pid), ``fidelity``
+(epochs reached), ``spent`` (epochs trained), ``reserve`` (epochs of the rung in progress),
+``loss``, ``cpu_s`` (CPU seconds of this worker on the trial), ``rejected`` (reasons of the
+invalid candidates drawn before it), and ``duplicate_of``, ``error``, ``withdrawn`` or
+``stopped`` where they apply.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from optuna.storages import BaseStorage
+from optuna.study import Study
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from cellgraph.cell.expr import Expr
+from cellgraph.discover.cache import Entry, ResultCache, cell_from_json, cell_hash, cell_json
+from cellgraph.discover.evaluator import Evaluator, resumes
+from cellgraph.discover.fidelity import Fidelity
+from cellgraph.discover.space import CellSpace, to_cell
+from cellgraph.discover.storage import open_search, open_search_storage, storage_name
+from cellgraph.discover.strategies import Proposal, Record, Strategy
+from cellgraph.errors import CellGraphError
+from cellgraph.experiment.runs import package_versions
+from cellgraph.files import write_json
+from cellgraph.progress import note, progress
+
+__all__ = ["Found", "TargetHit", "Discovery", "discover"]
+
+#: Proposals in a row that train nothing (duplicates, cells running elsewhere) after which a
+#: worker stops: the strategy keeps proposing what the study already has.
+IDLE_LIMIT = 5000
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A candidate that reached full fidelity: trial number, hash, loss and cell document."""
+
+    trial: int
+    hash: str
+    loss: float
+    cell: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TargetHit:
+    """The first trial whose hash is the target's, with the full-fidelity evaluations and the
+    CPU seconds (all workers) the search had spent up to it, that trial included."""
+
+    trial: int
+    evaluations: float
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What a search found, read from its study (all workers) but ``skipped``, this worker's
+    count of proposals left to the worker already training them."""
+
+    study: str
+    storage: str
+    best: tuple[Found, ...]
+    evaluations: float
+    trials: int
+    trained: int
+    duplicates: int
+    skipped: int
+    rejected: Counter = field(default_factory=Counter)
+    target: TargetHit | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"study": self.study, "storage": self.storage, "evaluations": self.evaluations,
+                "trials": self.trials, "trained": self.trained, "duplicates": self.duplicates,
+                "skipped": self.skipped, "rejected": dict(self.rejected),
+                "best": [vars(f) for f in self.best], "target": None if self.target is None else vars(self.target)}
+
+
+def _is_evaluation(t: FrozenTrial) -> bool:
+    """A trial that trains (or trained, or failed training) its cell: not a reused result,
+    not withdrawn, not stopped with its worker."""
+    if "duplicate_of" in t.user_attrs or "hash" not in t.user_attrs:
+        return False
+    return t.state != TrialState.FAIL or "error" in t.user_attrs
+
+
+def _cache(trials: Iterable[FrozenTrial]) -> ResultCache:
+    return ResultCache((t.user_attrs["hash"], Entry(t.number, t.state == TrialState.RUNNING,
+                                                    t.user_attrs.get("loss"), t.state == TrialState.COMPLETE))
+                       for t in trials if _is_evaluation(t) and t.state in (TrialState.RUNNING, *FINISHED))
+
+
+def _epochs(trials: Iterable[FrozenTrial]) -> int:
+    """Epochs spent by every trial plus those reserved by running ones."""
+    return sum(t.user_attrs.get("spent", 0) + (t.user_attrs.get("reserve", 0) if t.state == TrialState.RUNNING else 0)
+               for t in trials)
+
+
+def _worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fail_dead(study: Study, storage: BaseStorage, trials: list[FrozenTrial]) -> bool:
+    """Fail the RUNNING trials of workers of this machine whose process is gone (attribute
+    ``stopped``); whether there were any."""
+    host = socket.gethostname()
+    found = False
+    for t in trials:
+        owner = str(t.user_attrs.get("worker", ""))
+        name, _, pid = owner.rpartition(":")
+        if t.state == TrialState.RUNNING and name == host and pid.isdigit() and not _alive(int(pid)):
+            storage.set_trial_user_attr(t._trial_id, "stopped", f"worker {owner} is gone")
+            study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            found = True
+    return found
+
+
+class _Search:
+    """One worker's loop (module docstring); ``parsed`` keeps the candidates read from trials."""
+
+    def __init__(self, study: Study, storage: BaseStorage, space: CellSpace, evaluator: Evaluator,
+                 strategy: Strategy, fidelity: Fidelity, budget_epochs: int, seed: int, show: bool) -> None:
+        self.study, self.storage, self.space, self.evaluator, self.strategy = study, storage, space, evaluator, strategy
+        self.fidelity, self.budget_epochs, self.seed = fidelity, budget_epochs, seed
+        self.resumes = resumes(evaluator)
+        self.rejected: Counter = Counter()
+        self.skipped = 0
+        self.parsed: dict[int, Expr] = {}
+        self.bar = progress(budget_epochs, "discover", show, unit="epochs",
+                            initial=_epochs(study.get_trials(deepcopy=False)))
+
+    def trials(self) -> list[FrozenTrial]:
+        trials = self.study.get_trials(deepcopy=False)
+        if _fail_dead(self.study, self.storage, trials):
+            trials = self.study.get_trials(deepcopy=False)
+        return trials
+
+    def history(self, trials: list[FrozenTrial]) -> list[Record]:
+        out = []
+        for t in trials:
+            if t.state not in FINISHED or "hash" not in t.user_attrs or not (_is_evaluation(t) or "duplicate_of" in t.user_attrs):
+                continue
+            if t.number not in self.parsed:
+                self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
+            out.append(Record(t.number, self.parsed[t.number], t.user_attrs["hash"], t.user_attrs.get("loss"),
+                              t.state == TrialState.COMPLETE))
+        return out
+
+    def run(self, rng: random.Random) -> None:
+        idle = 0
+        while idle < IDLE_LIMIT:
+            trials = self.trials()
+            if _epochs(trials) + self.fidelity.cost(0, self.resumes) > self.budget_epochs:
+                return
+            start = time.process_time()
+            proposal = self.strategy.propose(self.history(trials), self.space, rng, self.rejected)
+            trained = self.step(proposal, cell_hash(proposal.root), _cache(trials), start)
+            idle = 0 if trained else idle + 1
+        note(f"discover: {IDLE_LIMIT} proposals in a row were cells the study already has; stopping")
+
+    def step(self, proposal: Proposal, key: str, cache: ResultCache, start: float) -> bool:
+        """Skip, reuse or train ``proposal``; whether it trained."""
+        entry = cache.lookup(key)
+        if entry is not None and entry.running:
+            self.skipped += 1
+            return False
+        trial = self.study.ask()
+        attrs = {"hash": key, "cell": cell_json(proposal.root), "origin": proposal.origin, "parent": proposal.parent,
+                 "worker": _worker(), "rejected": dict(self.rejected)}
+        self.rejected.clear()
+        for name, value in attrs.items():
+            trial.set_user_attr(name, value)
+        if entry is not None:
+            self.reuse(trial, entry, start)
+            return False
+        others = [t.number for t in self.study.get_trials(deepcopy=False)
+                  if t.number != trial.number and t.user_attrs.get("hash") == key and _is_evaluation(t)]
+        if others:
+            trial.set_user_attr("withdrawn", f"trial #{others[0]} has the same cell")
+            self.study.tell(trial, state=TrialState.FAIL)
+            return False
+        self.train(trial, proposal.root, start)
+        return True
+
+    def reuse(self, trial: Trial, entry: Entry, start: float) -> None:
+        trial.set_user_attr("duplicate_of", entry.number)
+        trial.set_user_attr("cpu_s", time.process_time() - start)
+        if entry.loss is None:
+            trial.set_user_attr("error", f"the same cell failed in trial #{entry.number}")
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        trial.set_user_attr("loss", entry.loss)
+        if entry.complete:
+            self.study.tell(trial, entry.loss)
+        else:
+            self.study.tell(trial, state=TrialState.PRUNED)
+
+    def fits(self, trial: Trial, cost: int) -> bool:
+        """Reserve ``cost`` epochs for ``trial``, then check (reading every worker's
+        reservations) that the budget holds them; release them when it does not."""
+        trial.set_user_attr("reserve", cost)
+        if _epochs(self.study.get_trials(deepcopy=False)) <= self.budget_epochs:
+            return True
+        trial.set_user_attr("reserve", 0)
+        return False
+
+    def train(self, trial: Trial, root: Expr, start: float) -> None:
+        cell, layout = to_cell(root)
+        spent, loss, state = 0, None, TrialState.COMPLETE
+        for rung, epochs in enumerate(self.fidelity.epochs):
+            cost = self.fidelity.cost(rung, self.resumes)
+            if not self.fits(trial, cost):
+                state = TrialState.PRUNED if rung else TrialState.FAIL
+                trial.set_user_attr("withdrawn" if not rung else "budget", "the budget is spent")
+                break
+            try:
+                loss = float(self.evaluator.evaluate(cell, layout, epochs, self.seed))
+                if not math.isfinite(loss):
+                    raise CellGraphError(f"the loss is {loss}")
+            except Exception as err:  # any failure of this cell fails its trial only
+                trial.set_user_attr("error", str(err) if isinstance(err, CellGraphError) else f"{type(err).__name__}: {err}")
+                state, loss = TrialState.FAIL, None
+            spent += cost
+            for name, value in (("spent", spent), ("reserve", 0), ("fidelity", epochs)):
+                trial.set_user_attr(name, value)
+            self.bar.update(cost)
+            if loss is None:
+                break
+            trial.report(loss, epochs)
+            trial.set_user_attr("loss", loss)
+            if rung + 1 < len(self.fidelity.epochs) and not self.fidelity.promote(loss, self.rung_losses(epochs)):
+                state = TrialState.PRUNED
+                break
+        trial.set_user_attr("cpu_s", time.process_time() - start)
+        self.study.tell(trial, loss if state == TrialState.COMPLETE else None, state=state)
+
+    def rung_losses(self, epochs: int) -> list[float]:
+        return [t.intermediate_values[epochs] for t in self.study.get_trials(deepcopy=False)
+                if epochs in t.intermediate_values]
+
+
+def _result(study: Study, storage: str, full: int, skipped: int, keep: int, target_hash: str | None) -> Discovery:
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    best: dict[str, Found] = {}
+    for t in trials:
+        if t.state == TrialState.COMPLETE and t.user_attrs["hash"] not in best:
+            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"])
+    rejected: Counter = Counter()
+    spent = cpu = 0.0
+    hit = None
+    for t in trials:
+        rejected.update(t.user_attrs.get("rejected", {}))
+        spent += t.user_attrs.get("spent", 0)
+        cpu += t.user_attrs.get("cpu_s", 0.0)
+        if hit is None and target_hash is not None and t.user_attrs.get("hash") == target_hash:
+            hit = TargetHit(t.number, spent / full, cpu)
+    return Discovery(
+        study=study.study_name, storage=storage,
+        best=tuple(sorted(best.values(), key=lambda f: (f.loss, f.trial))[:keep]),
+        evaluations=sum(t.user_attrs.get("spent", 0) for t in trials) / full, trials=len(trials),
+        trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
+        duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),
+        skipped=skipped, rejected=rejected, target=hit)
+
+
+def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget: float, *,
+             fidelity: Fidelity = Fidelity(), storage: str | None = None, study: str = "discover",
+             run_dir: str | Path | None = None, seed: int = 0, worker: int = 0,
+             target_hash: str | None = None, keep: int = 5, show_progress: bool = True) -> Discovery:
+    """Run (or join, or resume) the search ``study`` until ``budget`` full-fidelity evaluations
+    are spent, and report it.
+
+    Args:
+        space: the candidates; evaluator: trains them (:mod:`cellgraph.discover.evaluator`);
+            strategy: proposes them (:mod:`cellgraph.discover.strategies`).
+        budget: full-fidelity evaluations for the whole study (all workers, earlier runs included).
+        fidelity: rungs of epochs (:class:`~cellgraph.discover.fidelity.Fidelity`).
+        storage, study: where the state lives (:mod:`cellgraph.discover.storage`).
+        run_dir: a folder for ``discover.json`` (settings, seed, versions), ``result.json``
+            and, without ``storage``, the SQLite study ``study.db``.
+        seed: the training seed of every candidate; with ``worker`` (give each worker of a
+            study its own number) it seeds the proposals.
+        target_hash: a planted cell's :func:`~cellgraph.discover.cache.cell_hash`: the result
+            says when a trial first had it (exact recovery).
+        keep: how many of the best full-fidelity cells the result lists.
+    """
+    if not budget > 0:
+        raise CellGraphError(f"the budget must be a positive number of evaluations, got {budget}")
+    check = getattr(strategy, "check", None)
+    if check is not None:
+        check(space)
+    spec = {"space": space.to_dict(), "fidelity": fidelity.to_dict(), "strategy": strategy.to_dict(), "seed": seed}
+    store = open_search_storage(storage, run_dir)
+    search_study = open_search(store, study, spec)
+    if run_dir is not None:
+        write_json(Path(run_dir) / "discover.json", {**spec, "budget": budget, "worker": worker, "study": study,
+                                                     "storage": storage_name(store), "target_hash": target_hash,
+                                                     "versions": package_versions()})
+    search = _Search(search_study, store, space, evaluator, strategy, fidelity, round(budget * fidelity.full), seed,
+                     show_progress)
+    rng = random.Random(f"{seed}/{worker}/{len(search_study.get_trials(deepcopy=False))}")
+    try:
+        search.run(rng)
+    finally:
+        search.bar.close()
+    result = _result(search_study, storage_name(store), fidelity.full, search.skipped, keep, target_hash)
+    if run_dir is not None:
+        write_json(Path(run_dir) / "result.json", result.to_dict())
+    return result

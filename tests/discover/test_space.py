@@ -1,0 +1,84 @@
+import random
+from collections import Counter
+
+import pytest
+
+from cellgraph.cell.expr import Node, h, x, zero
+from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.space import IDENTITY, CellSpace, from_cell, kind, sample_cell, to_cell, validate
+from cellgraph.errors import CellGraphError
+from tests.discover.cells import gru, no_op, small
+
+SPACE = CellSpace()
+
+
+def test_the_gru_is_a_candidate_and_its_cell_has_one_tuple_per_trainable_node_identity_last():
+    root = gru()
+    assert validate(root, SPACE) is None
+    cell, layout = to_cell(root)
+    assert [t.identity for t in layout.tuples] == [False, False, False, True]
+    cell.validate(layout)
+    trainable = [n for n in cell.output.internal_nodes() if n.tuple != len(layout) - 1]
+    assert len({n.tuple for n in trainable}) == len(trainable) == 3
+    assert cell_hash(from_cell(cell, layout)) == cell_hash(root)
+
+
+def test_to_cell_numbers_isomorphic_candidates_alike():
+    f1, f2 = Node("add", "sigmoid", 1, x, h), Node("add", "tanh", 2, x, h)
+    a = Node("mul", "identity", IDENTITY, f1, f2)
+    b = Node("mul", "identity", IDENTITY, Node("add", "tanh", 1, h, x), Node("add", "sigmoid", 2, h, x))
+    def tuples(root):
+        return {(n.act, n.tuple) for n in to_cell(root)[0].output.internal_nodes()}
+
+    assert tuples(a) == tuples(b) == {("sigmoid", 0), ("tanh", 1), ("identity", 2)}
+
+
+@pytest.mark.parametrize("root, reason", [
+    (no_op(), "no-op node (identity add of zero)"),
+    (Node("mul", "tanh", 1, Node("add", "sigmoid", 2, Node("add", "tanh", 3, x, h), x), zero),
+     "product with zero (a constant)"),
+    (Node("add", "tanh", 1, Node("add", "sigmoid", 2, x, x), Node("add", "tanh", 3, x, x)),
+     "does not read every data and state leaf"),
+    (Node("add", "tanh", 1, x, h), "too few nodes"),
+    (Node("add", "tanh", 1, Node("mul", "identity", 0, x, h), Node("mul", "identity", 0, h, x)),
+     "duplicate identity subexpression"),
+    (Node("add", "tanh", 1, Node("add", "sigmoid", 2, x, h), Node("add", "sigmoid", 3, zero, zero)),
+     "node of constants only"),
+])
+def test_validate_names_the_broken_rule(root, reason):
+    assert validate(root, SPACE) == reason
+
+
+def test_validate_keeps_two_trainable_nodes_of_one_shape_and_the_size_range():
+    r, z = Node("add", "sigmoid", 1, x, h), Node("add", "sigmoid", 2, x, h)
+    root = Node("add", "identity", 0, Node("mul", "identity", 0, r, h), z)
+    assert validate(root, SPACE) is None
+    assert validate(root, CellSpace(max_nodes=3)) == "too many nodes"
+    assert validate(root, CellSpace(activations=("tanh", "identity"))) == "activation outside the space"
+
+
+def test_sample_cell_gives_valid_reproducible_cells_over_the_whole_size_range_and_counts_rejections():
+    rejected = Counter()
+    cells = [sample_cell(SPACE, random.Random(seed), rejected) for seed in range(200)]
+    assert all(validate(c, SPACE) is None for c in cells)
+    sizes = {len(c.internal_nodes()) for c in cells}
+    assert min(sizes) == SPACE.min_nodes and max(sizes) == SPACE.max_nodes
+    assert sum(rejected.values()) > 0
+    assert sample_cell(SPACE, random.Random(7)) == sample_cell(SPACE, random.Random(7))
+    assert all(kind(n) in "WI" for n in cells[0].internal_nodes())
+
+
+def test_a_space_without_candidates_is_refused_with_a_clear_error():
+    with pytest.raises(CellGraphError, match="no valid cell"):
+        sample_cell(SPACE, random.Random(0), max_tries=0)
+    with pytest.raises(CellGraphError, match="node range"):
+        CellSpace(min_nodes=5, max_nodes=4)
+
+
+def test_the_hash_ignores_operand_order_and_tuple_numbers_but_not_structure():
+    a = small()
+    f = Node("add", "sigmoid", 5, h, x)
+    b = Node("add", "identity", 0, Node("add", "tanh", 3, f, x), Node("mul", "identity", 0, h, f))
+    assert cell_hash(a) == cell_hash(b)
+    c = Node("add", "identity", 0, Node("add", "sigmoid", 3, f, x), Node("mul", "identity", 0, h, f))
+    assert cell_hash(a) != cell_hash(c)
