@@ -1,12 +1,14 @@
 """Canonical hashing of candidates and the cache of their results (docs/discover.md, *Cache*).
 
-:func:`cell_hash` is the sha256 of the candidate's shape form
-(:func:`cellgraph.algorithms.shape.shape_form`) read with unordered operands at every node
-(:data:`OPERANDS_UNORDERED`): isomorphic candidates (operands swapped, trainable tuples
-numbered otherwise) share one hash, so a search trains each
-structure once. :class:`ResultCache` maps a hash to the evaluation that holds its result
-(the best finished one, else one still running); the search builds it from its study's
-trials, so every worker of a study sees the same cache.
+:func:`cell_hash` is the sha256 of the candidate's structure form
+(:func:`cellgraph.algorithms.recovery.structure_form`, the form exact recovery compares):
+isomorphic candidates (commutative operands swapped, trainable tuples numbered otherwise)
+share one hash, so a search trains each structure once, and a candidate's hash equals a
+planted teacher's exactly when it recovers the teacher. Distinct nodes of one unfolded tree
+stay distinct (MUT2's gates ``r`` and ``z`` against MGU's one gate ``f``).
+:class:`ResultCache` maps a hash to the evaluation that holds its result (the best finished
+one, else one still running); the search builds it from its study's trials, so every worker
+of a study sees the same cache.
 """
 
 from __future__ import annotations
@@ -15,27 +17,19 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from cellgraph.algorithms.canonical import canonical_string
-from cellgraph.algorithms.shape import shape
-from cellgraph.cell.layout import Layout, TupleSpec
+from cellgraph.algorithms.recovery import structure_form
 from cellgraph.cell.expr import Expr
+from cellgraph.cell.graph import CellGraph
 from cellgraph.discover.space import CANDIDATE_LAYOUT, from_cell, to_cell
 from cellgraph.export.jsonio import dump_cell, load_document
 
-__all__ = ["OPERANDS_UNORDERED", "cell_form", "cell_hash", "cell_json", "cell_from_json", "Entry", "ResultCache"]
-
-
-#: :data:`cellgraph.algorithms.shape.SHAPE_LAYOUT` with the edge labels of trainable nodes
-#: dropped as well: a candidate's trainable node has a tuple of its own, so which operand
-#: meets ``L_r`` and which ``R_r`` only names its two matrices (``sigmoid(L x + R h)`` and
-#: ``sigmoid(L h + R x)`` are one model).
-OPERANDS_UNORDERED = Layout((TupleSpec("W", "L", "R", "b", identity=True), TupleSpec.identity_tuple("I")))
+__all__ = ["cell_form", "cell_hash", "cell_json", "cell_from_json", "Entry", "ResultCache"]
 
 
 def cell_form(root: Expr) -> str:
-    """The shape form of candidate ``root`` with unordered operands (:data:`OPERANDS_UNORDERED`):
-    equal for two candidates exactly when they are the same model up to renaming weights."""
-    return canonical_string(shape(root, CANDIDATE_LAYOUT), OPERANDS_UNORDERED)
+    """The structure form of candidate ``root``: equal for two candidates exactly when they
+    are the same model up to renaming weights."""
+    return structure_form(CellGraph(root), CANDIDATE_LAYOUT)
 
 
 def cell_hash(root: Expr) -> str:

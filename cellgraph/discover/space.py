@@ -6,8 +6,8 @@ A candidate is the root :class:`~cellgraph.cell.expr.Node` of a one-state cell
 structure is what is searched, not which weights are shared: a node's tuple is either the
 fixed identity tuple ``(I, I, 0)`` (kind ``I``, tuple index :data:`IDENTITY` = 0) or a
 trainable tuple of its own (kind ``W``, tuple indices 1, 2, ..., one per node). Two nodes
-never share a trainable tuple, so a candidate *is* its shape form
-(:func:`cellgraph.algorithms.shape.shape_form`). :func:`to_cell` gives the cell and
+never share a trainable tuple, so a candidate *is* its structure
+(:func:`cellgraph.algorithms.recovery.structure_form`). :func:`to_cell` gives the cell and
 :class:`~cellgraph.cell.layout.Layout` a backend trains (trainable tuples ``t0, t1, ...`` in a
 canonical order, the identity tuple last); :func:`from_cell` reads a cell (a target such as
 the GRU) back, giving each trainable node its own tuple.

@@ -12,7 +12,7 @@ et al., "Weisfeiler-Lehman Graph Kernels", JMLR 2011. The loss is
 
 (``-``: multiset symmetric difference; ``D`` = ``depth``, 2 by default; ``g`` a standard normal
 drawn from the candidate's hash and the seed, so the same cell gets the same loss). Without
-noise it is 0 exactly at the target's shape form; shallow matches lower it before the whole
+noise it is 0 exactly at the target's structure; shallow matches lower it before the whole
 structure does.
 """
 

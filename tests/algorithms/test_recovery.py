@@ -115,3 +115,92 @@ def test_states_must_match_and_tuples_must_be_in_the_layout():
     bad = CellGraph(Node("add", "tanh", 7, x, zero))
     with pytest.raises(CellGraphError, match="tuple index 7 out of range"):
         exact_recovery(bad, gru.layout, gru.cell, gru.layout)
+
+
+def _vf2_graph(graph: CellGraph, layout: Layout):
+    """The structure as a networkx multigraph (the oracle: VF2 isomorphism, Cordella et al. 2004)."""
+    import networkx as nx
+
+    g = nx.MultiDiGraph()
+    for e in graph.nodes():
+        if e.is_leaf:
+            g.add_node(e, label=("leaf", e.role.value, e.name))
+            continue
+        g.add_node(e, label=("node", e.op, e.act, e.tuple in layout.identity_indices))
+        for side, child in (("L", e.left), ("R", e.right)):
+            g.add_edge(child, e, side=None if e.commutative else side)
+    return g
+
+
+def test_structure_form_agrees_with_vf2_isomorphism_on_random_cells_and_their_mutants():
+    """Equal forms exactly when networkx finds the structures isomorphic, over pairs of random
+    candidates and pairs one mutation apart (where twins and shared nodes come up)."""
+    import random
+
+    import networkx as nx
+    from networkx.algorithms.isomorphism import categorical_multiedge_match, categorical_node_match
+
+    from cellgraph.algorithms.recovery import structure_form
+    from cellgraph.discover.mutations import mutate
+    from cellgraph.discover.space import CellSpace, sample_cell, to_cell
+
+    space, rng, agree, equal = CellSpace(max_nodes=6), random.Random(0), 0, 0
+    match = dict(node_match=categorical_node_match("label", None), edge_match=categorical_multiedge_match("side", None))
+    for _ in range(150):
+        a = sample_cell(space, rng)
+        for b in (mutate(a, rng, space).child or sample_cell(space, rng), _swapped(a, rng)[0]):
+            (ca, la), (cb, lb) = to_cell(a), to_cell(b)
+            same_form = structure_form(ca.output, la) == structure_form(cb.output, lb)
+            assert same_form == nx.is_isomorphic(_vf2_graph(ca.output, la), _vf2_graph(cb.output, lb), **match)
+            equal += same_form
+    assert equal >= 150  # every swapped copy is isomorphic
+
+
+def _swapped(root: Expr, rng, identity: frozenset[int] = frozenset({0})) -> tuple[Expr, Layout]:
+    """``root`` with every commutative node's operands swapped and its trainable tuples renumbered
+    (tuples in ``identity`` become tuple 0), and the layout it reads under (0 the identity tuple)."""
+    from functools import cache
+
+    nodes = root.internal_nodes()
+    numbers = iter(rng.sample(range(1, 10 * len(nodes) + 1), len(nodes)))
+
+    @cache
+    def copy(e: Expr) -> Expr:
+        if e.is_leaf:
+            return e
+        left, right = (copy(e.right), copy(e.left)) if e.commutative else (copy(e.left), copy(e.right))
+        return Node(e.op, e.act, 0 if e.tuple in identity else next(numbers), left, right)
+
+    out = copy(root)
+    size = max(n.tuple for n in out.internal_nodes()) + 1
+    return out, Layout((TupleSpec.identity_tuple(), *(TupleSpec(f"t{i}") for i in range(1, size))))
+
+
+@pytest.mark.parametrize("name", target_names())
+def test_swapped_copies_of_every_target_have_its_form(name):
+    """Operands swapped at every commutative node: MUT2's twin gates r and z (one unfolded tree)
+    then meet the walk in the other order, and the form must not depend on it."""
+    import random
+
+    from cellgraph.algorithms.recovery import structure_form
+
+    t, rng = target(name), random.Random(1)
+    for g in t.cell:
+        for _ in range(5):
+            copy, layout = _swapped(g.root, rng, t.layout.identity_indices)
+            assert structure_form(CellGraph(copy, g.state), layout) == structure_form(g, t.layout)
+
+
+def test_twin_operands_of_one_node_in_either_order_are_one_structure():
+    """Two distinct nodes with one unfolded tree as the operands of one node, only one of them
+    read again elsewhere: which the walk meets first must not change the form."""
+    from cellgraph.algorithms.recovery import structure_form
+
+    layout = Layout((TupleSpec.identity_tuple(), *(TupleSpec(f"t{i}") for i in range(1, 5))))
+    a1, a2 = (Node("add", "sigmoid", k, x, h) for k in (1, 2))
+    forms = {structure_form(CellGraph(Node("add", "tanh", 3, Node("add", "identity", 0, *pair),
+                                           Node("mul", "identity", 0, a2, h))), layout)
+             for pair in ((a1, a2), (a2, a1))}
+    assert len(forms) == 1
+    other = Node("add", "tanh", 3, Node("add", "identity", 0, a1, a2), Node("mul", "identity", 0, a2, x))
+    assert structure_form(CellGraph(other), layout) not in forms
