@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cellgraph import CellGraph, CellGraphError, target
-from cellgraph.backends.numpy.backend import evaluate
+from cellgraph.backends.numpy.plugin import evaluate
 from cellgraph.cell.expr import Leaf
 from cellgraph.data.datasets import load_dataset
 from cellgraph.data.planted import distinct_rows, load_planted, random_cell

@@ -9,13 +9,13 @@ import json
 import pytest
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
-from cellgraph.backends.torch.search import prepare, search
-from cellgraph.backends.torch.structure import n_slots, slot
-from cellgraph.backends.torch.task import TaskModel
-from cellgraph.backends.torch.train import train
-from cellgraph.backends.torch.warmstart import teacher_logit, warm_start
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.algorithm2.search import prepare, search
+from cellgraph.backends.torch.algorithm2.logits import n_slots, slot
+from cellgraph.backends.torch.training.task import TaskModel
+from cellgraph.backends.torch.runs.train import train
+from cellgraph.backends.torch.models.warmstart import teacher_logit, warm_start
 from cellgraph.cell.expr import h, x, zero
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError, FormatError
@@ -249,7 +249,7 @@ def test_a_constant_alpha_is_not_run_and_the_model_is_the_same(model, mode):
 
 
 def test_only_the_recipe_settings_make_alpha_constant():
-    from cellgraph.backends.torch.task import constant_alpha
+    from cellgraph.backends.torch.training.task import constant_alpha
     from cellgraph.experiment.config import RECIPES, resolve_config
 
     assert constant_alpha(resolve_config("recipe-rrnn", None, {}))
