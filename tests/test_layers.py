@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 import cellgraph
@@ -54,6 +55,16 @@ def test_importing_every_core_module_leaves_torch_unimported():
     code = f"import sys, {', '.join(modules)}; assert 'torch' not in sys.modules, 'torch was imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_no_core_modules_import_each_other_in_a_circle():
+    """Not even inside a function (``cellgraph.data.datadir`` finds the loaders by name)."""
+    names = {"cellgraph." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in CORE}
+    graph = nx.DiGraph((name, other) for name, path in names.items() for _, other in imported(path)
+                       if other in names and other != name and not name.startswith(other + "."))
+    circles = [" -> ".join(circle) for circle in nx.simple_cycles(graph)]
+    assert not circles, "\n".join(circles)
 
 
 #: Modules that read and write cells and files but export nothing to sympy.
