@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch.device import resolve_device, synchronize
-from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.runtime.device import resolve_device, synchronize
+from cellgraph.backends.torch.models.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import training_step
 from cellgraph.files import write_json
@@ -35,7 +35,7 @@ def compare_compile(p: int = 100, batch: int = 16, steps: int = 20, n_iterations
                     scoring_hidden: int = 256, repeat: int = 2, seed: int = 0,
                     device: torch.device = torch.device("cpu"), **settings: Any) -> dict[str, Any]:
     """Compile time, eager and compiled step times (on ``device``) and the largest output
-    difference; ``settings``: more :class:`~cellgraph.backends.torch.rrnn.RRNN` arguments
+    difference; ``settings``: more :class:`~cellgraph.backends.torch.models.rrnn.RRNN` arguments
     (``candidate_norm="sample", tau_units="std"``: the setting of the full-RRNN runs of
     RESULTS.md)."""
     torch.manual_seed(seed)

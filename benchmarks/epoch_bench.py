@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch.device import synchronize
-from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.runtime.device import synchronize
+from cellgraph.backends.torch.models.rrnn import RRNN
 from cellgraph.data.datasets import load_dataset
 
 __all__ = ["CharModel", "epoch_time"]

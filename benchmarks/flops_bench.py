@@ -10,7 +10,7 @@ iteration ``k >= 2`` the ``n + k - 2`` pairs with ``c_{k-1}*``):
 * scoring ``alpha``: ``2pH`` for ``W_1 v`` and ``2H`` for the output per candidate.
 
 ``nominal`` counts every candidate's ``W_1 v``; ``executed`` counts what
-:mod:`cellgraph.backends.torch.search` runs: ``W_1 v`` only for the non-affine activations,
+:mod:`cellgraph.backends.torch.algorithm2.search` runs: ``W_1 v`` only for the non-affine activations,
 one ``W_1 z`` per ``(r, o, pair)`` of a non-additive op for all affine activations, and the
 ``W_1 L_r``/``W_1 R_r`` node projections that make the additive op free. A training step
 is counted as 3 forward passes (the backward pass of a matmul is two matmuls).
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch import ops as torch_ops
+from cellgraph.backends.torch.runtime import ops as torch_ops
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.cell.layout import SearchSpace
 

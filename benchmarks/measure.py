@@ -28,7 +28,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cellgraph.backends.torch.device import synchronize
+from cellgraph.backends.torch.runtime.device import synchronize
 
 __all__ = ["best_time", "peak_memory", "dispatched_ops", "machine", "load_average", "allocator"]
 

@@ -6,7 +6,7 @@ Why: item 4's batch-1 row shows a fixed cost per operation that a second thread 
 shorten (the search's Python loop and the dispatch of its many small tensor operations), so
 threads inside one process leave it on the critical path, while processes run it side by side.
 ``cellgraph train`` under ``torchrun --nproc_per_node W ... --set num_threads=1`` trains that way
-(:mod:`cellgraph.backends.torch.distributed`: the same global batch and the same gradient up to
+(:mod:`cellgraph.backends.torch.training.distributed`: the same global batch and the same gradient up to
 float rounding).
 
 Both sides take the best of ``repeat`` steps after a warm-up step. A data-parallel step is
@@ -33,7 +33,7 @@ from torch import multiprocessing as mp
 from torch import nn
 from torch.multiprocessing.spawn import ProcessException
 
-from cellgraph.backends.torch.distributed import Distributed, launched
+from cellgraph.backends.torch.training.distributed import Distributed, launched
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import models, training_step
 from cellgraph.errors import CellGraphError

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time, peak_memory
 from cellgraph.benchmarks.step_bench import training_step
 

@@ -1,6 +1,6 @@
 """Item 1 of ``cellgraph bench``: the literal Algorithm 2 (float64 numpy, every candidate
 rebuilt every iteration, one sample at a time: :mod:`cellgraph.backends.numpy.search`)
-against the batched incremental torch search (:mod:`cellgraph.backends.torch.search`,
+against the batched incremental torch search (:mod:`cellgraph.backends.torch.algorithm2.search`,
 hard mode, float64) on the same inputs; the trees of every sample are compared."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from cellgraph.backends.numpy.eval import mlp_alpha
 from cellgraph.backends.numpy.search import search as reference_search
-from cellgraph.backends.torch.search import prepare, search
+from cellgraph.backends.torch.algorithm2.search import prepare, search
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.cell.expr import h, x, zero
 from cellgraph.cell.graph import CellGraph

@@ -4,7 +4,7 @@ measured in the same run.
 
 Models (all with input size = hidden size ``p``):
 
-* ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch.rrnn.RRNN`
+* ``rrnn_soft``, ``rrnn_straight_through``: :class:`~cellgraph.backends.torch.models.rrnn.RRNN`
   with the paper's sets (3 trainable tuples + identity, U = {sigmoid, tanh, 1-x, id},
   O = {+, *}, aux {0}), per-sample trees; ``rrnn_soft_recompute`` the same with the search
   recomputed in the backward pass; ``rrnn_soft_sample_norm`` the soft step with the setting
@@ -17,9 +17,9 @@ Models (all with input size = hidden size ``p``):
   exclusion by slot, ``alpha``'s output layer zero as the warm start leaves it, so that the
   search skips ``alpha``: ``constant_alpha``); ``rrnn_recipe_scored`` the same search running
   ``alpha`` all the same (the recipe's step before ``constant_alpha``);
-* ``rrnn_gru``: :class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRU`;
-* ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.freeze.freeze`),
-  run over time by :class:`~cellgraph.backends.torch.freeze.FrozenRNN` (a Python loop over the
+* ``rrnn_gru``: :class:`~cellgraph.backends.torch.models.rrnn_gru.RRNNGRU`;
+* ``frozen_gru``: the ``gru`` target frozen (:func:`~cellgraph.backends.torch.models.freeze.freeze`),
+  run over time by :class:`~cellgraph.backends.torch.models.freeze.FrozenRNN` (a Python loop over the
   steps; the projections of ``x`` made for all steps before it);
 * ``gru_cell_loop``: a Python loop over ``torch.nn.GRUCell``; ``torch_gru``: ``torch.nn.GRU``.
 """
@@ -31,10 +31,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch.baselines import GRUBaseline
-from cellgraph.backends.torch.freeze import FrozenRNN, freeze
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.models.gated import GRUBaseline
+from cellgraph.backends.torch.models.freeze import FrozenRNN, freeze
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
 from cellgraph.benchmarks.measure import best_time, dispatched_ops, peak_memory
 from cellgraph.targets import target
 

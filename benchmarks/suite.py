@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from cellgraph.backends.torch.device import resolve_device
+from cellgraph.backends.torch.runtime.device import resolve_device
 from cellgraph.benchmarks import (compile_bench, epoch_bench, flops_bench, parallel_bench, scaling_bench, search_bench,
                                   step_bench)
 from cellgraph.benchmarks.measure import load_average, machine

@@ -1,7 +1,7 @@
 """Numeric backends as plugins, found by name through entry points.
 
 A backend is any object published in the entry-point group ``cellgraph.backends``
-(``pyproject.toml``: ``numpy = "cellgraph.backends.numpy.backend:backend"``, ``torch = ...``;
+(``pyproject.toml``: ``numpy = "cellgraph.backends.numpy.plugin:backend"``, ``torch = ...``;
 a third-party package adds its own line). :func:`backend` loads one by name and caches it,
 :func:`backend_names` lists the installed ones. The core never imports a backend module
 directly, so it runs without torch.

@@ -18,7 +18,7 @@ units come slowly (a first batch that takes a minute) is never silent for more t
 :func:`note` prints a one-off line (``compiling the search ...``).
 
 Switching it off: ``with cellgraph.progress.disabled(): ...`` for code in this process and
-thread (what ``cellgraph search`` does around its trials), or ``CELLGRAPH_NO_PROGRESS=1`` in
+thread (what ``cellgraph tune`` does around its trials), or ``CELLGRAPH_NO_PROGRESS=1`` in
 the environment of a command.
 """
 

@@ -55,7 +55,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cellgraph.backends.numpy.backend import mlp_alpha, search
+from cellgraph.backends.numpy.plugin import mlp_alpha, search
 from cellgraph.cell import registry
 from cellgraph.cell.expr import Expr, Node, h, one, x
 from cellgraph.cell.layout import SearchSpace

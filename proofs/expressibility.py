@@ -27,7 +27,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cellgraph.algorithm2 import EXCLUSION_TOL, pairs
-from cellgraph.backends.numpy.backend import evaluate_cell, search_cell
+from cellgraph.backends.numpy.plugin import evaluate_cell, search_cell
 from cellgraph.backends.numpy.eval import as_params, combine, numpy_activation, numpy_op
 from cellgraph.backends.numpy.search import SearchResult
 from cellgraph.cell.constants import default_leaf_values
@@ -128,7 +128,7 @@ def construct(
     params: Params,
     leaves: Mapping[Leaf, np.ndarray],
 ) -> tuple[list[SearchResult], int]:
-    """Run Algorithm 2 (:func:`~cellgraph.backends.numpy.backend.search_cell`) on one sample
+    """Run Algorithm 2 (:func:`~cellgraph.backends.numpy.plugin.search_cell`) on one sample
     with, for each run, the scoring function that makes it build ``cell``'s graph of that
     run. Returns the search results and the largest number of ranked points."""
     states = evaluate_cell(cell, leaves, params)

@@ -1,6 +1,6 @@
 """Measured quantities of the gradient theorems (paper, Appendix "Gradient Control"):
 trajectories of a cell, the exact Jacobians ``dh_t/dh_{t-1}`` (torch.autograd, float64,
-through :func:`cellgraph.backends.torch.freeze.freeze`), and the constants of the
+through :func:`cellgraph.backends.torch.models.freeze.freeze`), and the constants of the
 conditions (vanishCond1-3) and of the exploding-gradient theorem.
 
 For a node ``v = u(o(L_r v_1, R_r v_2) + b_r)`` of a tree the proof of Lemma nodechild bounds
@@ -21,8 +21,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from cellgraph.backends.numpy.backend import evaluate
-from cellgraph.backends.torch.freeze import FrozenCell, freeze
+from cellgraph.backends.numpy.plugin import evaluate
+from cellgraph.backends.torch.models.freeze import FrozenCell, freeze
 from cellgraph.cell import registry
 from cellgraph.cell.expr import Expr, Node, h, x
 from cellgraph.cell.graph import CellGraph

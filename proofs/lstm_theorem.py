@@ -35,7 +35,7 @@ from typing import Iterator
 
 import numpy as np
 
-from cellgraph.backends.numpy.backend import evaluate
+from cellgraph.backends.numpy.plugin import evaluate
 from cellgraph.cell.expr import Expr, Leaf, Node, Role, c, h, x, zero
 from cellgraph.proofs.gru_theorem import (
     P_VALUES,

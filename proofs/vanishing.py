@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cellgraph.backends.numpy.backend import mlp_alpha, search
+from cellgraph.backends.numpy.plugin import mlp_alpha, search
 from cellgraph.cell import registry
 from cellgraph.cell.expr import Expr, Leaf, h, one, x, zero
 from cellgraph.cell.layout import SearchSpace

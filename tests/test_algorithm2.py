@@ -8,7 +8,7 @@ import pytest
 from cellgraph import CellGraphError, Node, SearchSpace
 from cellgraph.algorithm2 import (EXCLUSION_TOL, NORM_EPS, SPREAD_FLOOR, TIE_RTOL, candidate_key, check_mode,
                                   check_tau_units, n_candidates, normalize, pairs, score_spread, tie_tolerance)
-from cellgraph.backends.numpy.backend import search
+from cellgraph.backends.numpy.plugin import search
 from cellgraph.cell.expr import h, x, zero
 
 P = 4

@@ -3,7 +3,7 @@
 Every file the project reads is fuzzed through its loader: cell documents
 (:mod:`cellgraph.export.jsonio`), config TOML, ``--set`` items and presets (:mod:`cellgraph.experiment.config`),
 SST trees, PTB and enwik8 text (:mod:`cellgraph.data.text`), GloVe vectors
-(:mod:`cellgraph.data.glove`), checkpoints (:mod:`cellgraph.backends.torch.checkpoint`), JSON
+(:mod:`cellgraph.data.glove`), checkpoints (:mod:`cellgraph.backends.torch.training.checkpoint`), JSON
 (:func:`cellgraph.files.read_json`) and run folders (:class:`cellgraph.experiment.runlog.RunLog`). Each
 starts from valid inputs built here and mutates them (bytes flipped, set, deleted, inserted,
 duplicated, truncated; JSON fields replaced by values of other types, deleted or added), or
@@ -383,7 +383,7 @@ def fuzz_glove(data: st.DataObject, files: Files) -> None:
 
 
 def fuzz_checkpoint(data: st.DataObject, files: Files) -> None:
-    from cellgraph.backends.torch.checkpoint import _digest, load_checkpoint
+    from cellgraph.backends.torch.training.checkpoint import _digest, load_checkpoint
 
     raw = data.draw(byte_inputs(checkpoint_bytes()))
     path = files.write("last.pt", raw)
@@ -523,7 +523,7 @@ def fake_plan_run(runner, jobs):
 #: argv and the files they name, which are still read. A module not there yet is skipped.
 STAND_INS = {
     "cellgraph.proofs.suite.run": fake_statements,
-    "cellgraph.backends.torch.train.train": fake_train,
+    "cellgraph.backends.torch.runs.train.train": fake_train,
     "cellgraph.experiment.jobs.Runner.run": fake_plan_run,
     "cellgraph.cli.commands.demo.run": lambda args: 0,
     "cellgraph.cli.commands.bench.run": lambda args: 0,
@@ -548,7 +548,7 @@ def tiny_runs(files: Files) -> list[Path]:
     """A trained tiny run and copies with a damaged config, checkpoint or structure log."""
     import shutil
 
-    from cellgraph.backends.torch.train import train
+    from cellgraph.backends.torch.runs.train import train
     from cellgraph.experiment.config import TrainConfig
 
     good = files.path("tiny")
@@ -677,7 +677,7 @@ def test_encrypted_enwik8_zip_is_a_format_error(tmp_path):
 
 
 def test_checkpoint_with_binary_sidecar_or_folder_is_a_checkpoint_error(tmp_path):
-    from cellgraph.backends.torch.checkpoint import CheckpointError, load_checkpoint
+    from cellgraph.backends.torch.training.checkpoint import CheckpointError, load_checkpoint
 
     path = tmp_path / "last.pt"
     path.write_bytes(checkpoint_bytes()[0])

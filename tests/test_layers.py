@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 import cellgraph
@@ -56,6 +57,16 @@ def test_importing_every_core_module_leaves_torch_unimported():
     assert done.returncode == 0, done.stderr
 
 
+def test_no_core_modules_import_each_other_in_a_circle():
+    """Not even inside a function (``cellgraph.data.datadir`` finds the loaders by name)."""
+    names = {"cellgraph." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in CORE}
+    graph = nx.DiGraph((name, other) for name, path in names.items() for _, other in imported(path)
+                       if other in names and other != name and not name.startswith(other + "."))
+    circles = [" -> ".join(circle) for circle in nx.simple_cycles(graph)]
+    assert not circles, "\n".join(circles)
+
+
 #: Modules that read and write cells and files but export nothing to sympy.
 WITHOUT_SYMPY = ("export.draw", "export.jsonio", "files", "cell.names")
 
@@ -72,3 +83,33 @@ def test_drawings_and_json_files_import_neither_run_folders_nor_the_sympy_export
     wrong = [f"line {line}: {module}" for line, module in imported(PACKAGE / "export" / f"{name}.py")
              if module.startswith(("cellgraph.experiment.runs", "cellgraph.export.symbolic"))]
     assert not wrong, f"{name}.py imports " + ", ".join(wrong)
+
+
+BACKENDS = PACKAGE.parent / "backends"
+#: The torch backend's rooms, lowest first: a module may import its own room and the rooms
+#: before it, never one after it (docs/layout.md); the plugin object at the top imports them all.
+TORCH_ROOMS = ("runtime", "algorithm2", "models", "training", "runs")
+TORCH_MODULES = sorted(p for room in TORCH_ROOMS for p in (BACKENDS / "torch" / room).glob("*.py"))
+
+
+def test_every_torch_room_has_its_place_in_the_order():
+    rooms = {p.name for p in (BACKENDS / "torch").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(TORCH_ROOMS), "a room of backends/torch without its place in TORCH_ROOMS (or gone)"
+    top = {p.name for p in (BACKENDS / "torch").glob("*.py")}
+    assert top == {"__init__.py", "plugin.py"}, f"modules outside the rooms: {sorted(top)}"
+
+
+@pytest.mark.parametrize("path", TORCH_MODULES, ids=lambda p: p.relative_to(BACKENDS).as_posix())
+def test_a_torch_room_imports_no_room_above_it(path):
+    above = TORCH_ROOMS[TORCH_ROOMS.index(path.parent.name) + 1:]
+    wrong = [f"line {line}: {name}" for line, name in imported(path)
+             if any(name == f"cellgraph.backends.torch.{room}" or name.startswith(f"cellgraph.backends.torch.{room}.")
+                    for room in above + ("plugin",))]
+    assert not wrong, f"{path.relative_to(BACKENDS)} imports " + ", ".join(wrong)
+
+
+@pytest.mark.parametrize("path", sorted((BACKENDS / "numpy").glob("*.py")), ids=lambda p: p.name)
+def test_the_numpy_reference_imports_neither_torch_nor_the_torch_backend(path):
+    wrong = [f"line {line}: {name}" for line, name in imported(path)
+             if name.split(".")[0] == "torch" or name.startswith("cellgraph.backends.torch")]
+    assert not wrong, f"numpy/{path.name} imports " + ", ".join(wrong)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cellgraph import CellGraphError, Leaf, Role, target, target_names
-from cellgraph.backends.numpy.backend import evaluate, evaluate_cell, search_cell
+from cellgraph.backends.numpy.plugin import evaluate, evaluate_cell, search_cell
 from cellgraph.targets import torch_tuples
 
 SIZES = {"gru": [8], "gru_torch": [9], "lstm": [6, 3], "lstm_torch": [6, 3],

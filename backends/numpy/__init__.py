@@ -1,2 +1,2 @@
 """The float64 numpy reference backend: Algorithm 2 written literally (:mod:`.search`), cell
-evaluation (:mod:`.eval`) and the plugin object (:mod:`.backend`)."""
+evaluation (:mod:`.eval`) and the plugin object (:mod:`.plugin`)."""

@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = next((arg for arg in given if "\x00" in arg), None)
     if bad is not None:
         parser.error(f"argument {bad!r} holds a NUL byte")
+    if given and given[0] in commands.OLD_NAMES:
+        print(f"cellgraph {given[0]} is the old name of cellgraph {commands.OLD_NAMES[given[0]]}", file=sys.stderr)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

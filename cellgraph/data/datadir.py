@@ -22,6 +22,7 @@ import os
 from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
+from typing import Callable
 
 from cellgraph.errors import CellGraphError
 
@@ -120,9 +121,15 @@ def data_files(dataset: str, data_dir: str | os.PathLike) -> tuple[Path, ...]:
     :class:`CellGraphError` naming the fetch command when they are missing."""
     if dataset not in _FINDERS:
         return ()
-    module, function = _FINDERS[dataset]
-    found = getattr(import_module(module), function)(data_dir)
+    found = _finder(dataset)(data_dir)
     return tuple(found.values()) if isinstance(found, dict) else (found,)
+
+
+def _finder(dataset: str) -> Callable[..., Path | dict[str, Path]]:
+    """The function of :data:`_FINDERS` that finds ``dataset``'s files, imported by name (the
+    loaders import this module, so it imports none of them)."""
+    module, function = _FINDERS[dataset]
+    return getattr(import_module(module), function)
 
 
 def _holds(folder: Path, dataset: str) -> bool:
@@ -161,7 +168,5 @@ def data_sha256(task: str, data_dir: str, glove: str = "", dim: int = 100) -> di
     ``data_dir`` and the GloVe file found at ``glove`` for ``dim``-d vectors (if given)."""
     files = list(data_files(task, data_dir))
     if glove:
-        from cellgraph.data.glove import find_glove
-
-        files.append(find_glove(glove, dim))
+        files.append(_finder("glove")(glove, dim))
     return {os.path.abspath(path): sha256_file(path) for path in files}

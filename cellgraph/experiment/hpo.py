@@ -39,7 +39,7 @@ repeating a trial, written against optuna 5's storage API:
    the same way once ``grace`` has passed.
 4. *Failures.* A trial whose training raises (a bad configuration, ``max_bad_steps``
    non-finite losses in a row) is told FAIL with its error as user attribute ``error`` and
-   is not retried by the workers; :func:`requeue_failed` (``cellgraph search
+   is not retried by the workers; :func:`requeue_failed` (``cellgraph tune
    --requeue-failed``) queues the failed slots again once their cause is fixed.
 5. *Stopping.* A worker stops when no trial is WAITING or RUNNING: every slot is then
    finished, so re-running the same command resumes an interrupted search and returns

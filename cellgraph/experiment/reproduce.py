@@ -3,7 +3,7 @@
 The protocol (docs/reproduce.md) gives every experiment of the paper's Table 1 (Sec. 5) the
 same treatment for the RRNN model and the GRU beside it:
 
-1. **Tuning with equal budgets**: a random search (``cellgraph search``) of the same number of
+1. **Tuning with equal budgets**: a random search (``cellgraph tune``) of the same number of
    trials over each model's ranges (Appendix tables; :data:`~cellgraph.experiment.config.SEARCH_RANGES`),
    every trial trained on the experiment's *proxy* (fewer epochs and a share of the training
    set, the same for both models).
@@ -132,7 +132,7 @@ class Job:
     """One step of the plan: ``cellgraph`` commands run in order into ``folder``.
 
     ``steps`` start the job; ``resume`` continues one whose folder exists (``None``: run
-    ``steps`` again, which resumes on its own, as ``cellgraph search`` does). ``needs`` are the
+    ``steps`` again, which resumes on its own, as ``cellgraph tune`` does). ``needs`` are the
     names of jobs that must be done first; ``record`` names the job's records folder."""
 
     name: str
@@ -222,10 +222,10 @@ class _Plan:
         folder, study = self.root / exp.name / f"search-{arm.model}", f"{exp.name}-{arm.model}"
         teacher, needs = self.teacher(exp, arm, 0)
         base = ("--preset", arm.preset) if arm.preset else ()
-        search = ("search", "--task", exp.task, "--model", arm.model, "--ranges", str(arm.ranges),
+        search = ("tune", "--task", exp.task, "--model", arm.model, "--ranges", str(arm.ranges),
                   "--trials", str(trials), "--study", study, "--dir", str(folder), *base,
                   *_sets(arm.settings, exp.proxy, teacher, self.sets), *self.data)
-        best = ("search", "--study", study, "--dir", str(folder), "--best", "--export", str(folder / "best.toml"))
+        best = ("tune", "--study", study, "--dir", str(folder), "--best", "--export", str(folder / "best.toml"))
         jobs = [Job(f"{exp.name}/search-{arm.model}", folder, (search, best), needs,
                     record=f"{exp.name}-search-{arm.model}")]
         full = {key: 0 for key in exp.proxy if key.startswith("max_")} | dict(exp.full)

@@ -217,7 +217,7 @@ def load_run(path: str | Path, checkpoint: str = "best", backend: str | None = N
     now): its model, ready for ``model(tokens)`` and searching in the run's ``eval_mode``,
     with ``config``, ``dataset`` (vocabulary and splits), ``epoch`` of the ``checkpoint``
     (``best`` or ``last``), and ``tokens``, ``encode``, ``cell``, ``vectors`` and ``document``
-    to feed it and export its cells (torch: :class:`cellgraph.backends.torch.run.LoadedRun`),
+    to feed it and export its cells (torch: :class:`cellgraph.backends.torch.runs.run.LoadedRun`),
     on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``auto``; default: the run's own ``device``
     setting)."""
     from cellgraph.backend import training_backend

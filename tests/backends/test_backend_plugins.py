@@ -114,7 +114,7 @@ def test_installed_numpy_backend_is_a_search_backend():
     numpy_backend = cellgraph.backend("numpy")
     assert numpy_backend.name == "numpy"
     assert isinstance(numpy_backend, backend_module.SearchBackend)
-    assert numpy_backend is importlib.import_module("cellgraph.backends.numpy.backend").backend
+    assert numpy_backend is importlib.import_module("cellgraph.backends.numpy.plugin").backend
 
 
 def test_core_and_numpy_backend_run_without_torch():

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
 from cellgraph.benchmarks import suite
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError

@@ -154,11 +154,21 @@ def test_distance_needs_vectors(capsys, tmp_path):
     assert code == 2 and "partial.json: internal node at heap label 1" in err and "has no vector" in err
 
 
-@pytest.mark.parametrize("command", ["target", "render", "distance"])
+@pytest.mark.parametrize("command", ["target", "render", "distance", "tune"])
 def test_help(capsys, command):
     with pytest.raises(SystemExit) as stop:
         main([command, "--help"])
-    assert stop.value.code == 0 and f"usage: cellgraph {command}" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert stop.value.code == 0 and f"usage: cellgraph {command}" in out and err == ""
+
+
+def test_the_old_name_of_tune_shows_its_help_and_says_so(capsys):
+    """``cellgraph search`` was the hyper-parameter search's name before ``cellgraph tune``."""
+    with pytest.raises(SystemExit) as stop:
+        main(["search", "--help"])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 0 and "usage: cellgraph tune" in out
+    assert err == "cellgraph search is the old name of cellgraph tune\n"
 
 
 def test_an_argument_with_a_nul_byte_is_a_clean_error(capsys):

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import cellgraph
-from cellgraph.backends.torch.checkpoint import load_checkpoint
+from cellgraph.backends.torch.training.checkpoint import load_checkpoint
 from cellgraph.cli import main
 from cellgraph.experiment.config import PRESETS, TrainConfig
 from cellgraph.experiment.runs import RunDir
@@ -154,7 +154,7 @@ def test_kill_stops_a_run_started_in_the_background_as_ctrl_c_does(tmp_path):
 
 
 def test_ctrl_c_before_the_run_folder_exists_says_so(tmp_path, monkeypatch, capsys):
-    from cellgraph.backends.torch import train as torch_train
+    from cellgraph.backends.torch.runs import train as torch_train
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -196,7 +196,7 @@ def test_missing_torch_is_one_line_naming_the_install(tmp_path):
                 ["demo", "--quick", "-o", str(tmp_path / "d")],
                 ["export", str(made), "--sample", "0", "--t", "0", "--format", "json"],
                 ["prove", "--only", "vanishing"],
-                ["search", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1",
+                ["tune", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1",
                  "--dir", str(tmp_path / "s")]]
     done = subprocess.run([sys.executable, "-c", NO_TORCH, json.dumps(commands)], capture_output=True,
                           text=True, timeout=300, env=QUIET)

@@ -89,7 +89,7 @@ def test_an_unfinished_download_is_not_data(tmp_path):
 
 @real
 def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys):
-    from cellgraph.backends.torch.train import train
+    from cellgraph.backends.torch.runs.train import train
     from cellgraph.experiment.config import TrainConfig
 
     from cellgraph.data.fetch import SOURCES
@@ -115,7 +115,7 @@ def test_run_records_its_data_folder_and_checksums(tmp_path, monkeypatch, capsys
 
 
 def test_generated_task_records_no_data(tmp_path):
-    from cellgraph.backends.torch.train import train
+    from cellgraph.backends.torch.runs.train import train
     from cellgraph.experiment.config import TrainConfig
 
     train(TrainConfig(task="planted", model="gru", hidden_size=8, epochs=1, max_train=16, max_eval=8,

@@ -1,6 +1,6 @@
 """Data sets and their metrics without the real data: bits per character and perplexity from a
 mean loss in nats (:meth:`cellgraph.data.datasets.Dataset.metric_from_nats`), the count
-baselines reported in them (:func:`cellgraph.data.baselines.baselines`), and a data set's
+baselines reported in them (:func:`cellgraph.data.count_baselines.baselines`), and a data set's
 checks, summary and loading on toy inputs (:mod:`cellgraph.data.datasets`). The tests on the
 real data sets check the same things only where the data is present; these guard them on a
 bare clone."""
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from cellgraph.data.baselines import ALPHAS, baselines, ngram_nats
+from cellgraph.data.count_baselines import ALPHAS, baselines, ngram_nats
 from cellgraph.data.datasets import Dataset, Split, load_dataset, sample_windows
 from cellgraph.errors import CellGraphError
 

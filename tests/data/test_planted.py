@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cellgraph import CellGraph, CellGraphError, MultiCell, Node, target
-from cellgraph.backends.numpy.backend import evaluate
+from cellgraph.backends.numpy.plugin import evaluate
 from cellgraph.cell.expr import Leaf, h, x, zero
 from cellgraph.data.datasets import load_dataset
 from cellgraph.data.planted import (

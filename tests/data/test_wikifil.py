@@ -100,7 +100,7 @@ def test_load_lm_records_the_cleaning():
 
 def test_a_run_loads_its_configured_cleaning(small_data):
     pytest.importorskip("torch")
-    from cellgraph.backends.torch.train import load_data
+    from cellgraph.backends.torch.runs.train import load_data
     from cellgraph.experiment.config import TrainConfig
 
     for cleaning in ("paper", "wikifil"):

@@ -1,4 +1,4 @@
-"""``cellgraph search``: random search with Optuna shared by several workers,
+"""``cellgraph tune``: random search with Optuna shared by several workers,
 stale trials re-queued and resumed, failed trials recorded, ``--best --export``.
 
 The tests of the shared storage run on SQLite and on a real PostgreSQL server (the
@@ -32,7 +32,7 @@ STORAGES = ["sqlite", "postgresql"]
 
 
 def _search(folder: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "cellgraph", "search", *FLAGS, "--dir", str(folder), *extra]
+    return [sys.executable, "-m", "cellgraph", "tune", *FLAGS, "--dir", str(folder), *extra]
 
 
 def _storage(request: pytest.FixtureRequest, folder: Path) -> str:
@@ -91,14 +91,14 @@ def test_two_workers_complete_every_slot_once(shared):
 def test_best_export_round_trips_through_resolve_config(shared, tmp_path, capsys):
     folder, _, url = shared
     toml = tmp_path / "best.toml"
-    assert main(["search", "--best", "--storage", url, "--export", str(toml)]) == 0
+    assert main(["tune", "--best", "--storage", url, "--export", str(toml)]) == 0
     printed = capsys.readouterr().out
     study = _study(url)
     best = study.best_trial
     assert best.value == max(t.value for t in study.get_trials())
     assert f"best: slot {best.user_attrs['slot']} (trial #{best.number})" in printed
     assert sum(line.split()[2:3] == ["COMPLETE"] for line in printed.splitlines()) == 6
-    assert toml.read_text().startswith("# cellgraph search --best: study planted-gru")
+    assert toml.read_text().startswith("# cellgraph tune --best: study planted-gru")
     exported = resolve_config(None, toml)
     assert exported == _base(num_threads=0).replace(**best.params)
     assert main(["train", "--config", str(toml), "--set", "num_threads=1", "--out", str(tmp_path / "run")]) == 0
@@ -107,7 +107,7 @@ def test_best_export_round_trips_through_resolve_config(shared, tmp_path, capsys
 def test_stale_trial_is_requeued_and_resumes_its_run(storage_url, tmp_path):
     """Slot 0 is claimed by a 'worker' that trains one of two epochs and dies: the next
     search re-queues it after the grace period and continues the run from its checkpoint."""
-    from cellgraph.backends.torch.train import train
+    from cellgraph.backends.torch.runs.train import train
 
     url = storage_url
     base = _base(epochs=2)
@@ -166,10 +166,10 @@ def test_failed_slots_are_queued_again_with_their_parameters(tmp_path, monkeypat
     assert hpo.summary(study).startswith("study fixed: 3 slots, 1 complete, 2 fail")
     first = {t.user_attrs["slot"]: t.params for t in study.get_trials()}
 
-    assert main(["search", "--list", "--dir", str(tmp_path)]) == 0
-    assert f"slots 0, 2 failed (the errors: --list); once what failed them is fixed, `cellgraph search --dir " \
+    assert main(["tune", "--list", "--dir", str(tmp_path)]) == 0
+    assert f"slots 0, 2 failed (the errors: --list); once what failed them is fixed, `cellgraph tune --dir " \
         f"{tmp_path} --requeue-failed` queues them again" in capsys.readouterr().out
-    assert main(["search", "--requeue-failed", "--dir", str(tmp_path)]) == 0
+    assert main(["tune", "--requeue-failed", "--dir", str(tmp_path)]) == 0
     assert "slots 0, 2 queued again" in capsys.readouterr().out
     monkeypatch.setattr(hpo, "_train_trial", lambda config, run_dir, title: folders.append(run_dir) or 1.0)
     hpo.work(study, storage, base, tmp_path, heartbeat=1)
@@ -178,8 +178,19 @@ def test_failed_slots_are_queued_again_with_their_parameters(tmp_path, monkeypat
     assert {slot: t.params for slot, t in latest.items()} == first
     assert [f.name for f in folders[3:]] == ["slot-0000", "slot-0002"]  # the same folders: their runs resume
     assert hpo.requeue_failed(study) == []
-    assert main(["search", "--list", "--dir", str(tmp_path)]) == 0
+    assert main(["tune", "--list", "--dir", str(tmp_path)]) == 0
     assert "requeue" not in capsys.readouterr().out
+
+
+def test_the_old_name_search_runs_tune_and_says_so(tmp_path, capsys):
+    storage = hpo.open_storage(hpo.sqlite_url(tmp_path), heartbeat=1, grace=2)
+    hpo.open_study(storage, "old", hpo.make_spec(_base(), hpo.search_space("gru", "sst", []), 0), 1)
+    capsys.readouterr()
+    assert main(["tune", "--list", "--dir", str(tmp_path)]) == 0
+    listed = capsys.readouterr()
+    assert listed.err == "" and "study old: 1 slot" in listed.out
+    assert main(["search", "--list", "--dir", str(tmp_path)]) == 0
+    assert capsys.readouterr() == (listed.out, "cellgraph search is the old name of cellgraph tune\n")
 
 
 def test_each_trial_hands_its_freed_memory_back(tmp_path, monkeypatch):
@@ -299,12 +310,12 @@ def test_missing_optuna_is_a_clean_error(monkeypatch, capsys):
 
     monkeypatch.delitem(sys.modules, "cellgraph.experiment.hpo")
     monkeypatch.delattr(cellgraph.experiment, "hpo")
-    assert main(["search", "--task", "sst", "--model", "gru", "--trials", "1"]) == 2
+    assert main(["tune", "--task", "sst", "--model", "gru", "--trials", "1"]) == 2
     err = capsys.readouterr().err
-    assert err == "cellgraph search: error: optuna is not installed: pip install 'cellgraph[hpo]'\n"
+    assert err == "cellgraph tune: error: optuna is not installed: pip install 'cellgraph[hpo]'\n"
 
 
 def test_report_errors(tmp_path):
-    assert main(["search", "--list", "--dir", str(tmp_path)]) == 2
-    assert main(["search", "--export", "x.toml", "--task", "sst", "--model", "gru"]) == 2
-    assert main(["search", "--task", "sst", "--model", "gru", "--heartbeat", "5", "--grace", "5"]) == 2
+    assert main(["tune", "--list", "--dir", str(tmp_path)]) == 2
+    assert main(["tune", "--export", "x.toml", "--task", "sst", "--model", "gru"]) == 2
+    assert main(["tune", "--task", "sst", "--model", "gru", "--heartbeat", "5", "--grace", "5"]) == 2

@@ -85,7 +85,8 @@ def violations(source: str, where: str) -> list[str]:
 
 def test_the_package_has_modules_to_check():
     names = {p.relative_to(ROOT).as_posix() for p in modules()}
-    assert {"cellgraph/export/jsonio.py", "cellgraph/experiment/config.py", "backends/torch/checkpoint.py"} <= names
+    assert {"cellgraph/export/jsonio.py", "cellgraph/experiment/config.py",
+            "backends/torch/training/checkpoint.py"} <= names
 
 
 #: Modules that may unpickle, with how many calls and why. benchmarks/authors_witness.py runs the
@@ -178,7 +179,7 @@ def test_a_data_file_full_of_code_stays_data(tmp_path):
 def test_a_checkpoint_holding_code_is_refused(tmp_path):
     import torch
 
-    from cellgraph.backends.torch.checkpoint import CheckpointError, load_checkpoint
+    from cellgraph.backends.torch.training.checkpoint import CheckpointError, load_checkpoint
 
     marker = tmp_path / "ran"
 

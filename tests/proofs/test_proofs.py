@@ -240,7 +240,7 @@ def test_thresholds_and_trees_from_depths():
 
 
 def test_fixed_point_params_make_ones_a_fixed_point():
-    from cellgraph.backends.numpy.backend import evaluate
+    from cellgraph.backends.numpy.plugin import evaluate
 
     with registry.scoped():
         act, s = exploding.slope_activation(0.5)

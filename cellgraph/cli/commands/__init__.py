@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import argparse
 
+#: The old name of a command -> its name: the old name still runs it, announced on stderr.
+OLD_NAMES = {"search": "tune"}
+
 #: How ``--device`` is explained where its default is ``auto``.
 DEVICE_AUTO = "auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N"
+
+
+def old_names(command: str) -> list[str]:
+    """The old names of ``command``: the aliases its parser keeps."""
+    return [old for old, name in OLD_NAMES.items() if name == command]
 
 
 def device_flag(text: str) -> str:

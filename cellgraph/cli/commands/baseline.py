@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cellgraph.data.baselines import baselines
+    from cellgraph.data.count_baselines import baselines
     from cellgraph.data.datasets import load_dataset
     from cellgraph.experiment.summary import format_value
 

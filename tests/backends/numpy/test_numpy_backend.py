@@ -10,7 +10,7 @@ import pytest
 
 from cellgraph import CellGraphError, Leaf, Node, Role, SearchSpace, target
 from cellgraph.algorithm2 import n_candidates
-from cellgraph.backends.numpy.backend import SearchResult, evaluate, evaluate_cell, mlp_alpha, search, search_cell
+from cellgraph.backends.numpy.plugin import SearchResult, evaluate, evaluate_cell, mlp_alpha, search, search_cell
 from cellgraph.cell import registry
 from cellgraph.cell.constants import constant_vector, default_leaf_values
 from cellgraph.cell.expr import c, h, one, x, zero

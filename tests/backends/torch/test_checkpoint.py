@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cellgraph.backends.torch.checkpoint import (
+from cellgraph.backends.torch.training.checkpoint import (
     CheckpointError, load_checkpoint, load_latest, save_checkpoint,
 )
 

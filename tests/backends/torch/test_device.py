@@ -27,15 +27,16 @@ from torch.overrides import TorchFunctionMode
 
 import cellgraph
 from cellgraph import progress
-from cellgraph.backends.torch import device as torch_device, distributed as torch_distributed, epoch as torch_epoch
-from cellgraph.backends.torch import train as torch_train
-from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
-from cellgraph.backends.torch.batches import batches
-from cellgraph.backends.torch.trainstate import TrainState, restore, seed_everything
-from cellgraph.backends.torch.checkpoint import load_checkpoint
-from cellgraph.backends.torch.device import autocast, resolve_device
-from cellgraph.backends.torch.distributed import Distributed, launched, process_group_backend
-from cellgraph.backends.torch.rrnn import RRNN
+from cellgraph.backends.torch.runtime import device as torch_device
+from cellgraph.backends.torch.training import distributed as torch_distributed, epoch as torch_epoch
+from cellgraph.backends.torch.runs import train as torch_train
+from cellgraph.backends.torch.models.gated import GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.training.batches import batches
+from cellgraph.backends.torch.training.trainstate import TrainState, restore, seed_everything
+from cellgraph.backends.torch.training.checkpoint import load_checkpoint
+from cellgraph.backends.torch.runtime.device import autocast, resolve_device
+from cellgraph.backends.torch.training.distributed import Distributed, launched, process_group_backend
+from cellgraph.backends.torch.models.rrnn import RRNN
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.config import TrainConfig, load_run_config
@@ -108,7 +109,7 @@ def test_commands_say_that_no_gpu_is_available(no_gpu, tmp_path, capsys):
         ["train", "--task", "planted", "--model", "gru", "--device", "cuda", "--out", str(tmp_path / "run")],
         ["bench", "--quick", "--device", "cuda"],
         ["demo", "--quick", "--device", "cuda:1", "-o", str(tmp_path / "demo")],
-        ["search", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1", "--device", "cuda",
+        ["tune", "--task", "planted", "--model", "gru", "--ranges", "sst", "--trials", "1", "--device", "cuda",
          "--dir", str(tmp_path / "search")],
     ]
     for argv in commands:

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
-from cellgraph.backends.torch.distributed import Distributed, launched, share
-from cellgraph.backends.torch.trainstate import seed_everything
+from cellgraph.backends.torch.training import epoch as torch_epoch
+
+from cellgraph.backends.torch.runs import train as torch_train
+from cellgraph.backends.torch.training.distributed import Distributed, launched, share
+from cellgraph.backends.torch.training.trainstate import seed_everything
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, paper_settings
 from cellgraph.experiment.runlog import RunLog
@@ -34,8 +36,9 @@ RTOL = 1e-5
 #: A training script for torchrun whose rank 1 alone gets a NaN task loss in step 2.
 NAN_ON_RANK_1 = """
 import json, sys
-from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
-from cellgraph.backends.torch.distributed import launched
+from cellgraph.backends.torch.training import epoch as torch_epoch
+from cellgraph.backends.torch.runs import train as torch_train
+from cellgraph.backends.torch.training.distributed import launched
 from cellgraph.experiment.config import TrainConfig
 
 real, calls = torch_epoch.task_loss, []

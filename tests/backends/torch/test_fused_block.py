@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from cellgraph.backends.torch import scoring
-from cellgraph.backends.torch.search import prepare, search
+from cellgraph.backends.torch.algorithm2 import scoring
+from cellgraph.backends.torch.algorithm2.search import prepare, search
 from cellgraph.cell import registry
 from cellgraph.cell.expr import h, x, zero
 from cellgraph.cell.layout import SearchSpace

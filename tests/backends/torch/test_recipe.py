@@ -9,14 +9,14 @@ import json
 import pytest
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
-from cellgraph.backends.torch.search import prepare, search
-from cellgraph.backends.torch.structure import n_slots, slot
-from cellgraph.backends.torch.task import TaskModel
-from cellgraph.backends.torch.checkpoint import load_checkpoint
-from cellgraph.backends.torch.train import train
-from cellgraph.backends.torch.warmstart import teacher_logit, warm_start
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.algorithm2.search import prepare, search
+from cellgraph.backends.torch.algorithm2.logits import n_slots, slot
+from cellgraph.backends.torch.training.task import TaskModel
+from cellgraph.backends.torch.training.checkpoint import load_checkpoint
+from cellgraph.backends.torch.runs.train import train
+from cellgraph.backends.torch.models.warmstart import teacher_logit, warm_start
 from cellgraph.cell.expr import h, x, zero
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError, FormatError
@@ -250,8 +250,8 @@ def test_a_constant_alpha_is_not_run_and_the_model_is_the_same(model, mode):
 
 
 def test_only_the_recipe_settings_make_alpha_constant():
-    from cellgraph.backends.torch.task import constant_alpha
-    from cellgraph.experiment.config import resolve_config
+    from cellgraph.backends.torch.training.task import constant_alpha
+    from cellgraph.experiment.config import RECIPES, resolve_config
 
     assert constant_alpha(resolve_config("recipe-rrnn", None, {}))
     assert not constant_alpha(resolve_config("recipe-rrnn", None, {"score_lr": 0.5}))
@@ -264,7 +264,7 @@ def test_a_training_step_of_the_recipe_leaves_alpha_as_the_warm_start_set_it(mod
     """Under the recipe's settings alpha is a constant in training, not only by name: the warm
     start zeroes its output layer, and the optimizer ``train`` makes gives alpha no step, even
     with a gradient on every one of its parameters; the rest of the model moves."""
-    from cellgraph.backends.torch.train import _optimizer
+    from cellgraph.backends.torch.runs.train import _optimizer
     from cellgraph.experiment.config import resolve_config
 
     config = resolve_config(f"recipe-{model}", None, {"hidden_size": P, "scoring_hidden": 5})

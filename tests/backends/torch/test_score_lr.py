@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cellgraph.backends.torch import train as torch_train
-from cellgraph.backends.torch.train import build_model, load_data
+from cellgraph.backends.torch.runs import train as torch_train
+from cellgraph.backends.torch.runs.train import build_model, load_data
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
 

@@ -9,12 +9,12 @@ import warnings
 import pytest
 import torch
 
-from cellgraph.backends.torch import scoring
-from cellgraph.backends.torch import search as search_module
-from cellgraph.backends.torch.compiled import Compiled
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
-from cellgraph.backends.torch.task import _core
+from cellgraph.backends.torch.algorithm2 import scoring
+from cellgraph.backends.torch.algorithm2 import search as search_module
+from cellgraph.backends.torch.runtime.compiled import Compiled
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.training.task import _core
 from cellgraph.benchmarks.compile_bench import compare_compile
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import resolve_config

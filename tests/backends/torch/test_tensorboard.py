@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from cellgraph.backends.torch.logger import epoch_scalars, form_scalars
-from cellgraph.backends.torch.train import train
+from cellgraph.backends.torch.training.logger import epoch_scalars, form_scalars
+from cellgraph.backends.torch.runs.train import train
 from cellgraph.cli import main
 from cellgraph.experiment.config import TrainConfig
 from cellgraph.experiment.runlog import RunLog

@@ -10,8 +10,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 import cellgraph
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.freeze import FrozenCell, FrozenRNN, freeze
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.models.freeze import FrozenCell, FrozenRNN, freeze
 from cellgraph.cell.expr import Leaf, Node, h, x, zero
 from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec

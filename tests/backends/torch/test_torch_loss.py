@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cellgraph.algorithms.distance import MATCHES, multiplicities, td, td_dag, td_iso
 from cellgraph.algorithms.isomorphism import iso_class_size, iso_swaps
-from cellgraph.backends.torch import loss as torch_loss
-from cellgraph.backends.torch.loss import RRNNLoss, TargetTree, l2_loss, margin_loss, td_loss
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.training import loss as torch_loss
+from cellgraph.backends.torch.training.loss import RRNNLoss, TargetTree, l2_loss, margin_loss, td_loss
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.expr import Expr, Leaf, Node, h, x, zero
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.cell.tree import Tree, unfold
@@ -300,8 +300,8 @@ def test_rrnn_loss_needs_its_inputs():
 
 def test_td_loss_on_an_rrnn_search_with_the_self_target():
     """End to end: a real soft RRNN step, its own-tuple GRU target, the core's td_iso."""
-    from cellgraph.backends.torch.rrnn import RRNNCell
-    from cellgraph.backends.torch.targets import SelfTargetProvider
+    from cellgraph.backends.torch.models.rrnn import RRNNCell
+    from cellgraph.backends.torch.training.td_targets import SelfTargetProvider
 
     torch.manual_seed(0)
     cell = RRNNCell(hidden_size=3, n_tuples=3, n_iterations=5, scoring_hidden=4).double()

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from cellgraph.backends.torch.backend import backend
-from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
-from cellgraph.backends.torch.freeze import freeze
-from cellgraph.backends.torch.rrnn import RRNN, RRNNCell, structure
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU, RRNNGRUCell
+from cellgraph.backends.torch.plugin import backend
+from cellgraph.backends.torch.models.gated import GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.models.freeze import freeze
+from cellgraph.backends.torch.models.rrnn import RRNN, RRNNCell, structure
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU, RRNNGRUCell
 from cellgraph.cell.expr import Leaf, Role
 from cellgraph.cell.graph import MultiCell
 from cellgraph.errors import CellGraphError

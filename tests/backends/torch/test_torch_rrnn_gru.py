@@ -9,8 +9,8 @@ import pytest
 import torch
 from devices import DEVICES
 
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
 from cellgraph.cell.expr import h, x, zero
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import target

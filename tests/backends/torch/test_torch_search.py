@@ -10,10 +10,10 @@ import torch
 from devices import DEVICES, needs_cuda
 from hypothesis import given, settings, strategies as st
 
-from cellgraph.backends.numpy.backend import mlp_alpha, search as np_search
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
-from cellgraph.backends.torch.search import KeyCode, prepare, search
-from cellgraph.backends.torch.structure import n_slots
+from cellgraph.backends.numpy.plugin import mlp_alpha, search as np_search
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.algorithm2.search import KeyCode, prepare, search
+from cellgraph.backends.torch.algorithm2.logits import n_slots
 from cellgraph.cell.expr import Leaf, Role, h, x, zero
 from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import SearchSpace
@@ -318,7 +318,7 @@ def test_soft_mode_gradcheck(norm, tau_units, monkeypatch):
     score spread is a constant of the backward pass by design, so the check holds it fixed
     (one value per sample) to compare the finite differences with it."""
     spread = torch.tensor([1.3, 0.6], dtype=torch.float64)
-    monkeypatch.setattr("cellgraph.backends.torch.candidates.Candidates.spread", lambda self: spread)
+    monkeypatch.setattr("cellgraph.backends.torch.algorithm2.candidates.Candidates.spread", lambda self: spread)
     space, p = _space(2), 3
     params, alpha, leaf_values = _case(11, p, 2, 3, "normal", "random")
     L, R, b = (torch.tensor(np.stack([t[i] for t in params[:3]]), requires_grad=True) for i in range(3))
@@ -372,7 +372,7 @@ def test_tau_in_std_units_ignores_the_scale_of_the_scores(tau_units):
 def test_margin_term_matches_the_reference(seed, leaves):
     """Eq. 5's margin term of a search, ``sum_k m(N_k)``: the torch loss and the float64
     reference agree, an iteration without a second candidate counting 0 in both."""
-    from cellgraph.backends.torch.loss import margin_loss
+    from cellgraph.backends.torch.training.loss import margin_loss
 
     space = _space(4)
     params, alpha, leaf_values = _case(seed, 3, 3, 3, "normal", leaves)
@@ -390,7 +390,7 @@ def test_margin_without_a_second_candidate_counts_zero_in_both_backends():
     from types import SimpleNamespace
 
     from cellgraph.backends.numpy.search import SearchResult
-    from cellgraph.backends.torch.loss import margin_loss
+    from cellgraph.backends.torch.training.loss import margin_loss
 
     best, second = np.array([3.0, 1.0, 2.0]), np.array([2.5, -4.0, np.nan])
     ref = SearchResult(h, (), {}, best, second, np.ones(3)).margin(2.0)

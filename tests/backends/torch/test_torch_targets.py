@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from cellgraph.backends.numpy.backend import evaluate
-from cellgraph.backends.torch.targets import SelfTargetProvider, TeacherTargetProvider, evaluate_target
+from cellgraph.backends.numpy.plugin import evaluate
+from cellgraph.backends.torch.training.td_targets import SelfTargetProvider, TeacherTargetProvider, evaluate_target
 from cellgraph.cell.expr import Leaf, Role, c, h, x
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import target

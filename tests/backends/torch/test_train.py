@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.backends.torch.train import build_model, epoch_order, evaluate_run, export_cell, load_data, train
-from cellgraph.backends.torch.trainstate import seed_everything
+from cellgraph.backends.torch.runs.train import build_model, epoch_order, evaluate_run, export_cell, load_data, train
+from cellgraph.backends.torch.training.trainstate import seed_everything
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.cell.graph import MultiCell
 from cellgraph import progress
@@ -332,7 +332,7 @@ def test_glove_initialises_the_embedding(tmp_path):
 
 
 def test_tau_is_annealed_geometrically_and_recorded(tmp_path):
-    from cellgraph.backends.torch.epoch import tau_at
+    from cellgraph.backends.torch.training.epoch import tau_at
 
     config = tiny(tau=1.0, tau_end=0.01, epochs=2)
     assert tau_at(config, 0.0) == 1.0 and tau_at(config, 1.0) == pytest.approx(0.01)
@@ -344,7 +344,7 @@ def test_tau_is_annealed_geometrically_and_recorded(tmp_path):
 
 
 def test_outweighed_names_the_weight_to_lower():
-    from cellgraph.backends.torch.messages import outweighed
+    from cellgraph.backends.torch.runs.messages import outweighed
 
     record = {"epoch": 1, "loss_task": 40.0, "loss_td": 500.0, "loss_margin": -3.0, "loss_l2": None}
     assert "lower lambda_td" in outweighed(record) and "12x" in outweighed(record)
@@ -361,7 +361,7 @@ def test_the_first_epoch_warns_once_when_an_auxiliary_term_swamps_the_task(tmp_p
 
 
 def test_hard_search_warning_compares_with_soft_and_uniform():
-    from cellgraph.backends.torch.messages import hard_search_warning
+    from cellgraph.backends.torch.runs.messages import hard_search_warning
 
     ok = {"metric": "bpc", "val_bpc_hard": 3.5, "val_bpc_soft": 3.2}
     assert hard_search_warning(ok, 27) is None
@@ -395,8 +395,8 @@ def test_num_threads_holds_for_its_run_only(tmp_path):
 
 @pytest.mark.parametrize("l2_embedding", [False, True])
 def test_the_l2_term_reaches_the_embedding_only_when_asked(l2_embedding):
-    from cellgraph.backends.torch.epoch import Objective
-    from cellgraph.backends.torch.train import _loss
+    from cellgraph.backends.torch.training.epoch import Objective
+    from cellgraph.backends.torch.runs.train import _loss
 
     config = tiny(model="gru", lambda_l2=0.5, l2_embedding=l2_embedding)
     data = load_data(config)
@@ -413,6 +413,6 @@ def test_the_l2_term_reaches_the_embedding_only_when_asked(l2_embedding):
 @pytest.mark.parametrize("model, setting, form", [("rrnn-gru", "auto", "root"), ("rrnn", "auto", "internal"),
                                                    ("rrnn-gru", "any", "any"), ("rrnn", "root", "root")])
 def test_td_match_auto_is_the_authors_form_for_each_model(model, setting, form):
-    from cellgraph.backends.torch.train import _loss
+    from cellgraph.backends.torch.runs.train import _loss
 
     assert _loss(tiny(model=model, td_match=setting)).td_match == form

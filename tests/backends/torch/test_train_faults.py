@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from cellgraph.backends.torch import epoch as torch_epoch, train as torch_train
-from cellgraph.backends.torch.trainstate import seed_everything
-from cellgraph.backends.torch.checkpoint import load_checkpoint, save_checkpoint
-from cellgraph.backends.torch.train import TrainingStopped, train
+from cellgraph.backends.torch.training import epoch as torch_epoch
+
+from cellgraph.backends.torch.runs import train as torch_train
+from cellgraph.backends.torch.training.trainstate import seed_everything
+from cellgraph.backends.torch.training.checkpoint import load_checkpoint, save_checkpoint
+from cellgraph.backends.torch.runs.train import TrainingStopped, train
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig, paper_settings
 from cellgraph.experiment.runlog import RunLog

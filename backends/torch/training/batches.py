@@ -1,6 +1,6 @@
 """Batches of a split on a device, and the sums an epoch or an evaluation reads back
-(shared by the epoch loop, :mod:`~cellgraph.backends.torch.evaluation` and
-:mod:`~cellgraph.backends.torch.structures`)."""
+(shared by the epoch loop, :mod:`~cellgraph.backends.torch.runs.evaluation` and
+:mod:`~cellgraph.backends.torch.runs.structure_log`)."""
 
 from __future__ import annotations
 

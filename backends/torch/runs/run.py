@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cellgraph.backends.torch.task import TaskModel, Traces
-from cellgraph.backends.torch.train import _load_run
+from cellgraph.backends.torch.training.task import TaskModel, Traces
+from cellgraph.backends.torch.runs.train import _load_run
 from cellgraph.cell.expr import Expr
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
@@ -48,7 +48,7 @@ class LoadedRun:
         config: its :class:`~cellgraph.experiment.config.TrainConfig`.
         dataset: its data set (``vocab``, ``classes``, ``metric``, the ``train``/``val``/``test``
             splits of token ids), cut as the run was (``max_train``, ``max_eval``).
-        model: the :class:`~cellgraph.backends.torch.task.TaskModel`;
+        model: the :class:`~cellgraph.backends.torch.training.task.TaskModel`;
             ``model(tokens (B, T) int64) -> (logits, traces)``.
         epoch: the epoch the checkpoint was saved after.
         checkpoint: ``best`` or ``last``.

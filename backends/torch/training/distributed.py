@@ -44,7 +44,7 @@ import torch
 from torch import Tensor, nn
 from torch import distributed as torch_dist
 
-from cellgraph.backends.torch.device import resolve_device
+from cellgraph.backends.torch.runtime.device import resolve_device
 from cellgraph.errors import CellGraphError
 
 __all__ = ["process_group_backend", "Distributed", "launched", "share"]

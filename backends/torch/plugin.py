@@ -1,9 +1,9 @@
-"""The ``torch`` backend: entry point ``cellgraph.backends.torch.backend:backend``.
+"""The ``torch`` backend: entry point ``cellgraph.backends.torch.plugin:backend``.
 
-It exposes the training modules (:mod:`~cellgraph.backends.torch.rrnn`,
-:mod:`~cellgraph.backends.torch.rrnn_gru`, :mod:`~cellgraph.backends.torch.baselines`), the
-batched search (:mod:`~cellgraph.backends.torch.search`) and frozen cells
-(:mod:`~cellgraph.backends.torch.freeze`), and follows the core's
+It exposes the training modules (:mod:`~cellgraph.backends.torch.models.rrnn`,
+:mod:`~cellgraph.backends.torch.models.rrnn_gru`, :mod:`~cellgraph.backends.torch.models.gated`), the
+batched search (:mod:`~cellgraph.backends.torch.algorithm2.search`) and frozen cells
+(:mod:`~cellgraph.backends.torch.models.freeze`), and follows the core's
 :class:`cellgraph.backend.Backend` protocol: it evaluates core graphs on leaf vectors
 through a float64 :class:`FrozenCell` and returns numpy arrays.
 """
@@ -15,11 +15,11 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from cellgraph.backends.torch import search as torch_search
-from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
-from cellgraph.backends.torch.freeze import FrozenCell, freeze
-from cellgraph.backends.torch.rrnn import RRNN, RRNNCell, structure
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU, RRNNGRUCell
+from cellgraph.backends.torch.algorithm2 import search as torch_search
+from cellgraph.backends.torch.models.gated import GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.models.freeze import FrozenCell, freeze
+from cellgraph.backends.torch.models.rrnn import RRNN, RRNNCell, structure
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU, RRNNGRUCell
 from cellgraph.cell.expr import Expr, Leaf
 from cellgraph.cell.graph import CellGraph, MultiCell
 
@@ -48,36 +48,36 @@ class TorchBackend:
     def resolve_device(self, name: str) -> str:
         """The device a ``device`` setting means on this machine (``cpu``, ``cuda:N``); an
         error where it asks for a GPU the machine lacks."""
-        from cellgraph.backends.torch.device import resolve_device
+        from cellgraph.backends.torch.runtime.device import resolve_device
 
         return str(resolve_device(name))
 
     def train(self, config, out_dir, resume: bool = False, argv=None, log=print, dist=None) -> dict[str, Any]:
-        """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch.train.train`);
+        """Train a model as ``cellgraph train`` does (:func:`~cellgraph.backends.torch.runs.train.train`);
         ``log`` receives the per-epoch summaries and warnings; ``dist`` is the value of
         :meth:`launched` (default: one process)."""
-        from cellgraph.backends.torch.train import train
+        from cellgraph.backends.torch.runs.train import train
 
         return train(config, out_dir, resume=resume, argv=argv, log=log, dist=dist)
 
     def launched(self, device: str):
         """The processes of a ``torchrun`` launch (NCCL on GPUs, gloo on the CPU), else this
-        one (:func:`~cellgraph.backends.torch.distributed.launched`)."""
-        from cellgraph.backends.torch.distributed import launched
+        one (:func:`~cellgraph.backends.torch.training.distributed.launched`)."""
+        from cellgraph.backends.torch.training.distributed import launched
 
         return launched(device)
 
     def evaluate_run(self, run_dir, split: str = "test", checkpoint: str = "best",
                      mode: str | None = None, device: str | None = None) -> dict[str, Any]:
         """The metric of a run's checkpoint on a split
-        (:func:`~cellgraph.backends.torch.train.evaluate_run`)."""
-        from cellgraph.backends.torch.train import evaluate_run
+        (:func:`~cellgraph.backends.torch.runs.train.evaluate_run`)."""
+        from cellgraph.backends.torch.runs.train import evaluate_run
 
         return evaluate_run(run_dir, split, checkpoint, mode, device)
 
     def load_run(self, path, checkpoint: str = "best", device: str | None = None):
-        """A trained run folder (:func:`~cellgraph.backends.torch.run.load_run`) on ``device``."""
-        from cellgraph.backends.torch.run import load_run
+        """A trained run folder (:func:`~cellgraph.backends.torch.runs.run.load_run`) on ``device``."""
+        from cellgraph.backends.torch.runs.run import load_run
 
         return load_run(path, checkpoint, device)
 

@@ -8,10 +8,10 @@ Eq. 5; docs/paper-notes.md, *TD target vectors: self and teacher* and
     x_t = E[w_t], \qquad (h_t, T_t) = \mathrm{core}(x_t, h_{t-1}), \qquad
     q_t = g(x_t, h_t; \Gamma) = \Gamma [x_t; h_t] + \gamma
 
-The core is chosen by ``config.model``: ``rrnn`` (:class:`~cellgraph.backends.torch.rrnn.RRNN`,
+The core is chosen by ``config.model``: ``rrnn`` (:class:`~cellgraph.backends.torch.models.rrnn.RRNN`,
 one search per state of ``config.target``), ``rrnn-gru``
-(:class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRU`), or the ``gru`` / ``lstm`` baselines
-(:mod:`~cellgraph.backends.torch.baselines`).
+(:class:`~cellgraph.backends.torch.models.rrnn_gru.RRNNGRU`), or the ``gru`` / ``lstm`` baselines
+(:mod:`~cellgraph.backends.torch.models.gated`).
 
 The TD term needs vectors on the target tree at every step; a *target source* gives them for
 one batch: :class:`SelfTargets` (the target tree with the model's own tuples on the model's
@@ -29,12 +29,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch.baselines import GRUBaseline, LSTMBaseline
-from cellgraph.backends.torch.loss import TargetTree
-from cellgraph.backends.torch.rrnn import RRNN
-from cellgraph.backends.torch.rrnn_gru import RRNNGRU
-from cellgraph.backends.torch.targets import SelfTargetProvider, TeacherTargetProvider
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.models.gated import GRUBaseline, LSTMBaseline
+from cellgraph.backends.torch.training.loss import TargetTree
+from cellgraph.backends.torch.models.rrnn import RRNN
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU
+from cellgraph.backends.torch.training.td_targets import SelfTargetProvider, TeacherTargetProvider
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.errors import CellGraphError
@@ -246,7 +246,7 @@ def load_teacher(run_dir: str | Path, config: TrainConfig, vocab_size: int, n_cl
                  per_step: bool, padding_idx: int | None, device: torch.device | str = "cpu") -> TaskModel:
     """The teacher of ``config`` from ``run_dir``: a finished ``gru`` run on the same task
     with the same hidden size, as a :class:`TaskModel` (its best checkpoint) on ``device``."""
-    from cellgraph.backends.torch.checkpoint import load_latest
+    from cellgraph.backends.torch.training.checkpoint import load_latest
     from cellgraph.experiment.runs import RunDir
 
     run = RunDir(run_dir)

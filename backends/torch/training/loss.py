@@ -14,7 +14,7 @@ they weigh, since the paper's Appendix lists its values in another order:
 docs/paper-notes.md, *Loss weights*.)
 
 Tree distance, batched. Every sample ``b`` has its own predicted DAG (a
-:class:`~cellgraph.backends.torch.trace.SearchTrace` row: children ``left/right (B, N)``,
+:class:`~cellgraph.backends.torch.algorithm2.trace.SearchTrace` row: children ``left/right (B, N)``,
 node vectors ``(B, n_leaves + N, p)``, multiplicities in the unfolded tree). The target is
 one fixed structure (:class:`TargetTree`) whose ``m`` internal positions carry per-sample
 vectors ``(B, m, p)``; its isomorphs only permute children, so they share those vectors
@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from cellgraph.algorithms.distance import check_match
 from cellgraph.algorithms.isomorphism import DEFAULT_MAX_SIZE, iso_swaps
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.expr import Expr, Node
 from cellgraph.cell.tree import Tree
 from cellgraph.errors import CellGraphError
@@ -154,7 +154,7 @@ def td_loss(pred: Predicted, target_vectors: Tensor, target: TargetTree, iso: bo
             right (B, N), mult (B, n_leaves + N))`` in its conventions (``mult``: positions
             of each node in the unfolded tree, :meth:`SearchTrace.reachable`).
         target_vectors: ``(B, m, p)`` vectors on the target's positions (``target.exprs``
-            order), e.g. from a provider of :mod:`cellgraph.backends.torch.targets`.
+            order), e.g. from a provider of :mod:`cellgraph.backends.torch.training.td_targets`.
         target: the prepared target structure.
         iso: minimise over all isomorphs (Eq. 5) or use ``target.tree`` as it is.
 

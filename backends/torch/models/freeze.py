@@ -32,8 +32,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.plan import group_nodes
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.models.plan import group_nodes
 from cellgraph.cell.expr import Expr, Leaf, Node, Role
 from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
@@ -299,7 +299,7 @@ class FrozenCell(nn.Module):
         return tuple(program)
 
     def _group(self, nodes: list[Node], slots: Mapping[Expr, int]) -> list[tuple[Node, ...]]:
-        """The nodes in program order (:func:`~cellgraph.backends.torch.plan.group_nodes`):
+        """The nodes in program order (:func:`~cellgraph.backends.torch.models.plan.group_nodes`):
         trainable nodes with the same children, op and activation as one group, in tuple order
         (so that their rows are often a slice), every identity-tuple node alone."""
         def key(n: Node) -> tuple | None:

@@ -1,4 +1,4 @@
-"""``cellgraph search``: the paper's random hyper-parameter search with Optuna, on a
+"""``cellgraph tune``: the paper's random hyper-parameter search with Optuna, on a
 storage that several workers share; ``--best`` / ``--list`` report it and export the best
 configuration as a TOML file for ``cellgraph train --config``."""
 
@@ -8,13 +8,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from cellgraph.cli.commands import old_names
+
 MISSING = "optuna is not installed: pip install 'cellgraph[hpo]'"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "search",
-        help="random hyper-parameter search over the paper's ranges (Optuna; several workers may share it)",
+        "tune", aliases=old_names("tune"),
+        help="random hyper-parameter search over the paper's ranges (Optuna; several workers may share it)"
+        + "".join(f"; {old}: its old name" for old in old_names("tune")),
         description="Draw --trials configurations from the paper's search ranges (Appendix tables) and train "
         "one run per configuration into STUDY_DIR/trials/slot-SSSS; the value of a trial is the run's final "
         "validation metric. Start the same command on several machines or processes to share the work: "
@@ -23,9 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "died is queued again after --grace seconds and continues its run from the last checkpoint. "
         "Settings: defaults <- --preset <- the drawn values; --set fixes a key (a searched key given with "
         "--set is not searched).",
-        epilog="examples: cellgraph search --task sst --model gru --trials 40; "
-        "cellgraph search --task planted --model gru --ranges sst --trials 6 --set epochs=1; "
-        "cellgraph search --best --study sst-gru --export best.toml",
+        epilog="examples: cellgraph tune --task sst --model gru --trials 40; "
+        "cellgraph tune --task planted --model gru --ranges sst --trials 6 --set epochs=1; "
+        "cellgraph tune --best --study sst-gru --export best.toml",
     )
     from cellgraph.cli.commands import DEVICE_AUTO, add_backend_flag, add_device_flag
     from cellgraph.data.datadir import DATA_DIR_HELP
@@ -147,7 +150,7 @@ def _hint_failed(args: argparse.Namespace, study, hpo) -> None:
     where = (f"--storage {hpo.shown(args.storage)} --study {study.study_name}" if args.storage
              else f"--dir {args.dir}" if args.dir else f"--study {study.study_name}")
     print(f"slot{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} failed (the errors: --list); "
-          f"once what failed them is fixed, `cellgraph search {where} --requeue-failed` queues them again")
+          f"once what failed them is fixed, `cellgraph tune {where} --requeue-failed` queues them again")
 
 
 def _existing(args: argparse.Namespace, hpo):
@@ -194,7 +197,7 @@ def _report(args: argparse.Namespace, hpo) -> int:
     print("  drawn: " + ", ".join(f"{k}={v!r}" for k, v in best.params.items()))
     if args.export:
         hpo.write_toml(args.export, config, [
-            f"cellgraph search --best: study {study.study_name}, trial #{best.number} (slot "
+            f"cellgraph tune --best: study {study.study_name}, trial #{best.number} (slot "
             f"{best.user_attrs['slot']}), val {hpo.metric(study)} {best.value:.6g}",
             f"storage {hpo.shown(url)}",
             "data folder and thread count are not recorded: give cellgraph train --data DIR --set num_threads=N",

@@ -5,8 +5,8 @@ Both providers evaluate a target cell's DAG node by node,
 
     c = u(o(L_r c_i, R_r c_j) + b_r)    (identity tuple: c = u(o(c_i, c_j)))
 
-and lay the node vectors on the positions of its :class:`~cellgraph.backends.torch.loss.TargetTree`
-(``(B, m, p)``, the order :func:`~cellgraph.backends.torch.loss.td_loss` expects):
+and lay the node vectors on the positions of its :class:`~cellgraph.backends.torch.training.loss.TargetTree`
+(``(B, m, p)``, the order :func:`~cellgraph.backends.torch.training.loss.td_loss` expects):
 
 * :class:`SelfTargetProvider` (``self``): the target tree on the same leaves as the model's
   cell, with the model's own tuples (GRU: ``r``, ``z``, ``h~`` -> model tuples 0, 1, 2;
@@ -25,9 +25,9 @@ import torch
 from torch import Tensor, nn
 
 from cellgraph.algorithms.isomorphism import DEFAULT_MAX_SIZE
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.loss import TargetTree
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.training.loss import TargetTree
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.expr import Expr, Leaf, Role
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import Target, target as named_target, torch_tuples

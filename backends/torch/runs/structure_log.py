@@ -11,10 +11,10 @@ import torch
 
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.backends.torch.batches import batches, chunks, device_of
-from cellgraph.backends.torch.loss import td_loss
-from cellgraph.backends.torch.targets import SelfTargetProvider
-from cellgraph.backends.torch.task import TaskModel
+from cellgraph.backends.torch.training.batches import batches, chunks, device_of
+from cellgraph.backends.torch.training.loss import td_loss
+from cellgraph.backends.torch.training.td_targets import SelfTargetProvider
+from cellgraph.backends.torch.training.task import TaskModel
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.data.datasets import Dataset, Split

@@ -1,5 +1,5 @@
-"""The program order both tree compilers share (:class:`~cellgraph.backends.torch.freeze.FrozenCell`
-and :class:`~cellgraph.backends.torch.rrnn_gru.RRNNGRUCell`).
+"""The program order both tree compilers share (:class:`~cellgraph.backends.torch.models.freeze.FrozenCell`
+and :class:`~cellgraph.backends.torch.models.rrnn_gru.RRNNGRUCell`).
 
 A node ``u(o(L_r c_i, R_r c_j) + b_r)`` costs an elementwise op over its children's
 projections. Nodes that read the same children with the same ``o`` and ``u`` differ only in

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cellgraph.backends.torch.evaluation import MODES_EVALUATED
-from cellgraph.backends.torch.loss import TERMS, WEIGHT_KEYS
+from cellgraph.backends.torch.runs.evaluation import MODES_EVALUATED
+from cellgraph.backends.torch.training.loss import TERMS, WEIGHT_KEYS
 from cellgraph.experiment.config import TrainConfig
 
 __all__ = ["outweighed", "ACCURACY_GAP", "hard_search_warning", "epoch_summary"]

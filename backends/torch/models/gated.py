@@ -3,7 +3,7 @@ the RRNN call convention.
 
 :class:`GRUBaseline` / :class:`LSTMBaseline` run one layer, input size = hidden size ``p``,
 over ``(T, B, p)`` inputs (``batch_first`` gives ``(B, T, p)``) and return
-``(output, final_state, None)`` like :class:`~cellgraph.backends.torch.rrnn.RRNN`; the LSTM's
+``(output, final_state, None)`` like :class:`~cellgraph.backends.torch.models.rrnn.RRNN`; the LSTM's
 state is the tuple ``(c, h)`` in state order. They always run in float32: under autocast
 torch runs cuDNN's GRU and LSTM in float16 whatever dtype was asked for (bfloat16 included),
 without the loss scaling float16 needs, so the recurrent layer runs outside autocast.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from cellgraph.backends.torch.device import no_autocast
+from cellgraph.backends.torch.runtime.device import no_autocast
 
 __all__ = ["GRUBaseline", "LSTMBaseline"]
 

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cellgraph.backends.torch.batches import device_of
-from cellgraph.backends.torch.task import TaskModel
+from cellgraph.backends.torch.training.batches import device_of
+from cellgraph.backends.torch.training.task import TaskModel
 
 __all__ = ["TrainState", "rng_state", "set_rng_state", "seed_everything", "last_checkpoint", "restore"]
 

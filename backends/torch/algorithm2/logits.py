@@ -15,10 +15,10 @@ weights (Liu et al., 2019), but *beside* ``alpha`` rather than instead of it, so
 stays per sample and per step: ``s`` says which cell the model builds by default, ``alpha``
 where a sample departs from it. With ``s = 0`` the score is the paper's.
 
-Slots are numbered by the search's candidate key (:class:`~cellgraph.backends.torch.candidates.KeyCode`), a mixed
-radix over ``(r, o, u, i, j)`` with ``M = n_leaves + N`` node positions, so one iteration's
-logits are a flat ``(n_r n_o n_u M^2,)`` vector and a block of candidates reads its own by
-their keys.
+Slots are numbered by the search's candidate key
+(:class:`~cellgraph.backends.torch.algorithm2.candidates.KeyCode`), a mixed radix over
+``(r, o, u, i, j)`` with ``M = n_leaves + N`` node positions, so one iteration's logits are a
+flat ``(n_r n_o n_u M^2,)`` vector and a block of candidates reads its own by their keys.
 
 RRNN-GRU's structural term is the same idea on its fixed tree: one logit per choosing node
 and tuple it may choose.
@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cellgraph.backends.torch.candidates import KeyCode
+from cellgraph.backends.torch.algorithm2.candidates import KeyCode
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 

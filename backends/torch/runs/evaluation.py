@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cellgraph.backends.torch.batches import batches, chunks, device_of, host, metric_value, task_loss
-from cellgraph.backends.torch.distributed import Distributed
-from cellgraph.backends.torch.task import TaskModel
+from cellgraph.backends.torch.training.batches import batches, chunks, device_of, host, metric_value, task_loss
+from cellgraph.backends.torch.training.distributed import Distributed
+from cellgraph.backends.torch.training.task import TaskModel
 from cellgraph.data.datasets import Dataset
 from cellgraph.experiment.config import TrainConfig
 from cellgraph.progress import progress

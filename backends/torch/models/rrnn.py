@@ -6,15 +6,15 @@ runs it over ``(T, B, p)`` inputs (``batch_first`` gives ``(B, T, p)``). The inp
 the hidden size ``p`` (the model embeds its tokens to ``p``).
 
 * :class:`RRNNCell` / :class:`RRNN`: every sample and step builds its own cell with the
-  batched Algorithm 2 (:mod:`cellgraph.backends.torch.search`).
-* What RRNN shares with RRNN-GRU (:mod:`cellgraph.backends.torch.rrnn_gru`): the layout of
+  batched Algorithm 2 (:mod:`cellgraph.backends.torch.algorithm2.search`).
+* What RRNN shares with RRNN-GRU (:mod:`cellgraph.backends.torch.models.rrnn_gru`): the layout of
   ``n`` trainable tuples ``(L_i, R_i, b_i)`` and the identity tuple (:func:`tuple_layout`),
   the module that holds them, ``weight_L, weight_R (n, p, p)``, ``bias (n, p)``
   (:class:`TupleModule`), the scoring network ``alpha`` (:func:`scoring_net`) and the
   sequence module (:class:`RecurrentSequence`, each step checkpointed under ``recompute``:
   :func:`checkpointed`).
 * The ``torch.nn.GRU`` / ``LSTM`` baselines with the same call convention are in
-  :mod:`cellgraph.backends.torch.baselines`.
+  :mod:`cellgraph.backends.torch.models.gated`.
 
 All sequence modules return ``(output, final_state, traces)``; multi-state states are
 tuples in state order (e.g. ``(c, h)``).
@@ -29,10 +29,10 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from cellgraph.algorithm2 import check_mode, check_tau_units
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.search import CompiledSearch, SearchParams, prepare, search
-from cellgraph.backends.torch.structure import n_slots, zero_logits
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.algorithm2.search import CompiledSearch, SearchParams, prepare, search
+from cellgraph.backends.torch.algorithm2.logits import n_slots, zero_logits
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.expr import Leaf, Role, x
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
@@ -122,7 +122,7 @@ class RRNNCell(TupleModule):
         spaces, layout: explicit search spaces (one per state) and their layout, instead of
             the sets above.
         compile: run each search with gradients on (training) through ``torch.compile``, as
-            one graph (:class:`~cellgraph.backends.torch.search.CompiledSearch`; the first
+            one graph (:class:`~cellgraph.backends.torch.algorithm2.search.CompiledSearch`; the first
             steps compile; where compilation fails it warns once and this model runs
             eagerly). Without gradients (evaluation) the search runs eagerly: compiled, the
             hard search was slower on the CPU (docs/benchmarks-history.md, "The whole
@@ -132,7 +132,7 @@ class RRNNCell(TupleModule):
         sync_free: the search reads nothing from the device until it ends (``search``'s
             ``sync_free``; ``None``: where it is compiled for a GPU). The same results.
         structure_term: add the structural term ``s_k[slot]`` to ``alpha``
-            (:mod:`~cellgraph.backends.torch.structure`): one learned logit per iteration and
+            (:mod:`~cellgraph.backends.torch.algorithm2.logits`): one learned logit per iteration and
             candidate slot, per run, starting at zero (the paper's score).
         exclusion: what ``v not in P_{k-1}`` excludes: ``value`` (the paper's) or ``slot``
             (:data:`cellgraph.algorithm2.EXCLUSIONS`).
@@ -235,7 +235,7 @@ def structure(traces: Sequence[SearchTrace], b: int) -> MultiCell:
 def checkpointed(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` checkpointed (non-reentrant): recomputed in the backward pass, in full.
     Stopping the recomputation early raises an exception out of ``fn``, which a compiled
-    ``fn`` (:class:`~cellgraph.backends.torch.compiled.Compiled`) would take for a failure of
+    ``fn`` (:class:`~cellgraph.backends.torch.runtime.compiled.Compiled`) would take for a failure of
     the compiler."""
     with set_checkpoint_early_stop(False):
         return checkpoint(fn, *args, use_reentrant=False)

@@ -13,8 +13,8 @@ the only Python loop runs over the iterations ``k``.
 
 This module holds the search (:func:`search`, :class:`CompiledSearch`) and its choice of
 ``c_k*`` and ``c_k**``; the weights of a run and the scored blocks of candidates are in
-:mod:`cellgraph.backends.torch.scoring` (:class:`SearchParams`, :func:`prepare`), the table of
-all candidates so far, their keys and exclusion in :mod:`cellgraph.backends.torch.candidates`.
+:mod:`cellgraph.backends.torch.algorithm2.scoring` (:class:`SearchParams`, :func:`prepare`), the table of
+all candidates so far, their keys and exclusion in :mod:`cellgraph.backends.torch.algorithm2.candidates`.
 
 Work saved, results unchanged:
 
@@ -28,7 +28,7 @@ Work saved, results unchanged:
   only, and the soft mixture of the affine candidates is derived from ``z``;
 * the first layer of ``alpha`` is linear, so ``W_1 u(z) + b_1 = a W_1 z + (c W_1 1 + b_1)``
   is shared by all affine activations of a ``(r, o, pair)``
-  (:class:`~cellgraph.backends.torch.scoring._AffineScores`, which keeps ``W_1 z`` for the
+  (:class:`~cellgraph.backends.torch.algorithm2.scoring._AffineScores`, which keeps ``W_1 z`` for the
   backward pass and recomputes the sigmoids, rather than keeping them), and for ``o = add`` ``W_1 z`` is a sum of per-node projections (no ``p x H``
   product per candidate);
 * exclusion by value (``max |v - w| <= EXCLUSION_TOL``) is decided on a scalar key
@@ -37,13 +37,13 @@ Work saved, results unchanged:
   and only the rare remaining pairs are compared entry by entry, looked up in a detached
   table of every candidate's vector (written once per block: one index op per lookup,
   however many blocks the pairs come from);
-* the block is one autograd node where its layout allows (:mod:`cellgraph.backends.torch.fused`).
+* the block is one autograd node where its layout allows (:mod:`cellgraph.backends.torch.algorithm2.fused`).
 
 The search and :func:`prepare` run in the *working dtype*, that of the parameters, with
 autocast switched off inside them (mixed precision is not applied to the full-RRNN search):
 a bfloat16 matmul would round candidate vectors by ~1e-2, far beyond ``EXCLUSION_TOL``, so
 equal candidates could escape the exclusion test, and the keys' error bound
-(:class:`~cellgraph.backends.torch.candidates.KeyRule`) is that of the working dtype.
+(:class:`~cellgraph.backends.torch.algorithm2.candidates.KeyRule`) is that of the working dtype.
 
 The whole search of a time step can run through ``torch.compile`` as one graph
 (:class:`CompiledSearch`; where compilation fails it warns once and runs eagerly). Traced, the
@@ -56,7 +56,7 @@ pairs, so that the graph has fixed shapes and the host never waits for the devic
 
 Candidate normalisation (``norm`` of :func:`prepare`; :data:`cellgraph.algorithm2.CANDIDATE_NORMS`)
 standardises every candidate before it is scored; the shortcut above still holds for the
-affine activations with ``|a| = 1`` (:mod:`cellgraph.backends.torch.scoring`).
+affine activations with ``|a| = 1`` (:mod:`cellgraph.backends.torch.algorithm2.scoring`).
 
 Choice modes: ``hard`` (argmax with Algorithm 2's tie rule), ``soft`` (the node
 vector is the ``softmax(alpha / tau)``-weighted sum of the eligible candidates; the
@@ -72,13 +72,13 @@ from torch import Tensor
 from torch.compiler import is_compiling
 
 from cellgraph.algorithm2 import TIE_RTOL, check_mode, check_tau_units
-from cellgraph.backends.torch.candidates import (KeyCode, Candidates, chosen_refs, chosen_ref_intervals, KeyRule, block_keys,
-                                                 matching, iteration_pairs)
-from cellgraph.backends.torch.compiled import Compiled
-from cellgraph.backends.torch.device import no_autocast
-from cellgraph.backends.torch.estimator import straight_through
-from cellgraph.backends.torch.scoring import SearchParams, Block, score_block, Projections, prepare
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.algorithm2.candidates import (KeyCode, Candidates, chosen_refs, chosen_ref_intervals,
+                                                            KeyRule, block_keys, matching, iteration_pairs)
+from cellgraph.backends.torch.runtime.compiled import Compiled
+from cellgraph.backends.torch.runtime.device import no_autocast
+from cellgraph.backends.torch.algorithm2.estimator import straight_through
+from cellgraph.backends.torch.algorithm2.scoring import SearchParams, Block, score_block, Projections, prepare
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.errors import CellGraphError
 
 __all__ = ["CompiledSearch", "KeyCode", "SearchParams", "prepare", "search"]
@@ -207,7 +207,7 @@ def _exclude_made(cands: Candidates, made: list[Tensor], made_keys: tuple[list[T
     """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
     (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
     ``made_keys`` (lo, hi) overlap; for all pairs where the candidates have no keys:
-    :func:`~cellgraph.backends.torch.candidates.matching`)."""
+    :func:`~cellgraph.backends.torch.algorithm2.candidates.matching`)."""
     last = len(cands.blocks) - 1
     refs = len(made) if cands.rule is None else tuple(torch.stack(keys, 1) for keys in made_keys)
     matches = matching(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], refs, first=last)

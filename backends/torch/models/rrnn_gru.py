@@ -4,9 +4,9 @@ docs/paper-notes.md, *RRNN-GRU: where the weights go* and *Scoring, choice modes
 Every node of the fixed GRU tree computes ``u(o(L_r c_i, R_r c_j) + b_r)``; the scoring
 network ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2`` picks, at each choosing node, which
 tuple ``(L_r, R_r, b_r)`` to use (``flexible`` placement; ``gates``: only at the nodes with
-trainable edges). Shaped like :mod:`cellgraph.backends.torch.rrnn`, whose tuples
-(:class:`~cellgraph.backends.torch.rrnn.TupleModule`), scoring network and sequence module
-(:class:`~cellgraph.backends.torch.rrnn.RecurrentSequence`) it shares:
+trainable edges). Shaped like :mod:`cellgraph.backends.torch.models.rrnn`, whose tuples
+(:class:`~cellgraph.backends.torch.models.rrnn.TupleModule`), scoring network and sequence module
+(:class:`~cellgraph.backends.torch.models.rrnn.RecurrentSequence`) it shares:
 
 * :class:`RRNNGRUCell`: one step, ``x, h_{t-1} (B, p) -> (h_t, [trace])``; the tree compiled
   to a program of grouped elementwise ops (:class:`_GRUGroup`) run level by level
@@ -28,15 +28,15 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cellgraph.algorithm2 import SPREAD_FLOOR, check_mode, check_tau_units
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.compiled import Compiled
-from cellgraph.backends.torch.estimator import straight_through
-from cellgraph.backends.torch.plan import group_nodes
-from cellgraph.backends.torch.rrnn import (
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.runtime.compiled import Compiled
+from cellgraph.backends.torch.algorithm2.estimator import straight_through
+from cellgraph.backends.torch.models.plan import group_nodes
+from cellgraph.backends.torch.models.rrnn import (
     RecurrentSequence, TupleModule, checkpointed, scoring_net, tuple_layout,
 )
-from cellgraph.backends.torch.structure import zero_logits
-from cellgraph.backends.torch.trace import SearchTrace
+from cellgraph.backends.torch.algorithm2.logits import zero_logits
+from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.expr import Role, h, x, zero
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
@@ -134,7 +134,7 @@ class RRNNGRUCell(TupleModule):
             ``W_h'``) or ``gru_torch`` (``torch.nn.GRU``'s, reset after ``W_hn``, two more
             nodes and tuples ``hn``, ``n``: what a warm start from a ``gru`` run computes).
         structure_term: add a learned logit per choosing node and tuple to ``alpha``
-            (:mod:`~cellgraph.backends.torch.structure`), zero at the start.
+            (:mod:`~cellgraph.backends.torch.algorithm2.logits`), zero at the start.
         constant_alpha: ``alpha``'s output weights are zero and stay so (the discovery
             recipe's warm start with ``score_lr=0``): ``alpha(v) = b_2`` for every
             candidate, and the scoring network is not run.
@@ -143,8 +143,8 @@ class RRNNGRUCell(TupleModule):
     all tuples (``[L_0..L_n]`` or ``[R_0..R_n]``, one matmul; ``x`` for the whole sequence
     at once by :class:`RRNNGRU`), so the candidates of a node are one ``(B, k, p)``
     elementwise op. Nodes with the same children, op and activation share that op (the
-    program order of :mod:`cellgraph.backends.torch.plan`, which
-    :class:`~cellgraph.backends.torch.freeze.FrozenCell` uses too): ``r`` and ``z`` are one
+    program order of :mod:`cellgraph.backends.torch.models.plan`, which
+    :class:`~cellgraph.backends.torch.models.freeze.FrozenCell` uses too): ``r`` and ``z`` are one
     ``(B, 2, p)`` op; nodes that compute the same vector (``gates``: ``r = z``) are computed
     once. The choosing nodes of one depth (``flexible``: ``r * h``, ``1 - z`` and ``z * h``)
     are scored, mixed and ranked together, as one ``(B, 3, k, p)`` stack.
@@ -228,7 +228,7 @@ class RRNNGRUCell(TupleModule):
 
     def _compile(self, gru, tuples: list[range], children: list[tuple[int, int]]) -> tuple[_GRUGroup, ...]:
         """The program: the nodes grouped by children, op and activation
-        (:func:`~cellgraph.backends.torch.plan.group_nodes`), each group one op over the
+        (:func:`~cellgraph.backends.torch.models.plan.group_nodes`), each group one op over the
         consecutive tuples of its distinct members, in tuple order."""
         nodes = gru.graph.internal_nodes()
         first = len(self.space.leaves)
@@ -388,7 +388,7 @@ class RRNNGRUCell(TupleModule):
 
 class RRNNGRU(RecurrentSequence):
     """RRNN-GRU over a sequence (args of :class:`RRNNGRUCell`, plus ``batch_first``,
-    ``return_traces`` and ``recompute`` as in :class:`~cellgraph.backends.torch.rrnn.RRNN`).
+    ``return_traces`` and ``recompute`` as in :class:`~cellgraph.backends.torch.models.rrnn.RRNN`).
     Shape: input ``(T, B, p)`` -> output ``(T, B, p)``. The projections of ``x`` by
     ``[L_1..L_n]`` are made for all steps in one matmul before the step loop; without traces,
     soft mode ranks no candidates.

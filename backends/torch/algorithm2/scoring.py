@@ -1,8 +1,8 @@
 """The scoring of candidate blocks of the batched Algorithm 2 in torch: a run's weights and one
 iteration's candidates with their scores (paper, Algorithm 2 and Sec. 3.2; docs/paper-notes.md,
 *Algorithm 2: exact semantics* and *Scoring, choice modes and the margin*). The search that
-builds and chooses among them is :mod:`cellgraph.backends.torch.search`; the table that holds
-them across iterations, :mod:`cellgraph.backends.torch.candidates`.
+builds and chooses among them is :mod:`cellgraph.backends.torch.algorithm2.search`; the table that holds
+them across iterations, :mod:`cellgraph.backends.torch.algorithm2.candidates`.
 
 Iteration ``k`` builds the block of candidates of its pairs ``(i, j)``
 
@@ -16,7 +16,7 @@ and scores them with ``alpha(v) = w_2 . tanh(W_1 v + b_1) + b_2``. Here:
 * :class:`Plan`: the static layout of a space's candidates (non-affine activations, then affine);
 * :class:`Projections`: those projections, once per node;
 * :func:`score_block`: one iteration's ``Z``, ``Vn`` and scores, as one autograd node
-  (:mod:`cellgraph.backends.torch.fused`) or op by op (:func:`block_scores`, with
+  (:mod:`cellgraph.backends.torch.algorithm2.fused`) or op by op (:func:`block_scores`, with
   :class:`_AffineScores` and :func:`_normalized`);
 * :class:`Block`: those candidates, read back as vectors, written to the table or mixed.
 
@@ -48,9 +48,9 @@ from torch.compiler import is_compiling
 from torch.nn import functional as F
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, NORM_EPS
-from cellgraph.backends.torch import ops as torch_ops
-from cellgraph.backends.torch.device import no_autocast
-from cellgraph.backends.torch.fused import affine_scores_backward, fusable, fused_block
+from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.runtime.device import no_autocast
+from cellgraph.backends.torch.algorithm2.fused import affine_scores_backward, fusable, fused_block
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
@@ -125,8 +125,8 @@ class SearchParams:
         W1_sum: ``(H,)`` ``W1 1``, which centres ``W1 z`` under candidate normalisation.
         norm: the candidate normalisation (:data:`cellgraph.algorithm2.CANDIDATE_NORMS`).
         structure: ``(N, n_slots)`` the structural term ``s_k`` added to ``alpha`` at
-            iteration ``k`` (:mod:`cellgraph.backends.torch.structure`), indexed by a candidate's
-            :class:`~cellgraph.backends.torch.candidates.KeyCode`; None: the score is ``alpha``
+            iteration ``k`` (:mod:`cellgraph.backends.torch.algorithm2.logits`), indexed by a candidate's
+            :class:`~cellgraph.backends.torch.algorithm2.candidates.KeyCode`; None: the score is ``alpha``
             alone (the paper's).
         exclusion: what ``v not in P_{k-1}`` excludes (:data:`cellgraph.algorithm2.EXCLUSIONS`).
         scored: False when ``alpha``'s output weights are zero and frozen (the discovery
@@ -162,7 +162,7 @@ class SearchParams:
 
     @property
     def fused(self) -> bool:
-        """Whether the block runs as one autograd node (:func:`~cellgraph.backends.torch.fused.fusable`)."""
+        """Whether the block runs as one autograd node (:func:`~cellgraph.backends.torch.algorithm2.fused.fusable`)."""
         return fusable(self.plan.ops, self.plan.additive, self.plan.nonlinear, self.norm)
 
 
@@ -219,7 +219,7 @@ class _AffineScores(torch.autograd.Function):
 
     Saves ``t`` rather than the sigmoids (half the memory: the sigmoid outputs are what soft
     mode keeps most of) and recomputes them in the backward pass
-    (:func:`~cellgraph.backends.torch.fused.affine_scores_backward`, shared with the fused
+    (:func:`~cellgraph.backends.torch.algorithm2.fused.affine_scores_backward`, shared with the fused
     block)."""
 
     @staticmethod
@@ -255,9 +255,9 @@ def score_block(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: 
         ``scores (B, size)`` in the block's flat order (activation, op, tuple, pair),
         ``size = (n_nl + n_a) n_o n_r P``.
 
-    Eagerly, a layout :func:`~cellgraph.backends.torch.fused.fusable` covers is built by
-    :func:`~cellgraph.backends.torch.fused.fused_block` (one autograd node); traced by
-    ``torch.compile`` (:class:`~cellgraph.backends.torch.search.CompiledSearch`), or for any
+    Eagerly, a layout :func:`~cellgraph.backends.torch.algorithm2.fused.fusable` covers is built by
+    :func:`~cellgraph.backends.torch.algorithm2.fused.fused_block` (one autograd node); traced by
+    ``torch.compile`` (:class:`~cellgraph.backends.torch.algorithm2.search.CompiledSearch`), or for any
     other layout, op by op.
     """
     if w.fused and not is_compiling():

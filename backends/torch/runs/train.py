@@ -17,7 +17,7 @@ always train), early stopping on the validation metric, and a run folder
 :mod:`cellgraph.experiment.runlog`), ``structures/epoch_EEE.json``, ``checkpoints/{best,last}.pt``,
 ``final.json``.
 
-Several processes (``torchrun``, :mod:`cellgraph.backends.torch.distributed`): each rank trains
+Several processes (``torchrun``, :mod:`cellgraph.backends.torch.training.distributed`): each rank trains
 its share of every global batch of ``batch_size`` samples through DistributedDataParallel, the
 decisions (skip a step, stop early) are taken jointly, the epoch's train metrics and N_e
 choices are combined over the ranks, validation is split over them, and rank 0 alone writes
@@ -32,9 +32,9 @@ the run (rank 0's), less the work a kill threw away after the last checkpoint. A
 whose loss or gradient norm is not finite is skipped (no update) and counted; after
 ``max_bad_steps`` in a row the run stops (:class:`TrainingStopped`), ``last.pt`` untouched.
 
-The epoch itself is :mod:`cellgraph.backends.torch.epoch`, what ``last.pt`` holds
-:mod:`cellgraph.backends.torch.trainstate`, the epoch summary and warnings
-:mod:`cellgraph.backends.torch.messages`.
+The epoch itself is :mod:`cellgraph.backends.torch.training.epoch`, what ``last.pt`` holds
+:mod:`cellgraph.backends.torch.training.trainstate`, the epoch summary and warnings
+:mod:`cellgraph.backends.torch.runs.messages`.
 
 Evaluation (validation, test, structure logs, export) runs the search in
 ``config.eval_mode`` (``hard`` by default:
@@ -50,19 +50,19 @@ from typing import Any, Iterator
 
 import torch
 
-from cellgraph.backends.torch.batches import device_of
-from cellgraph.backends.torch.checkpoint import load_latest, save_checkpoint
-from cellgraph.backends.torch.device import resolve_device
-from cellgraph.backends.torch.distributed import Distributed
-from cellgraph.backends.torch.epoch import EpochLoop, Log, TrainingStopped, epoch_order, tau_at
-from cellgraph.backends.torch.evaluation import both_searches, evaluate, validation
-from cellgraph.backends.torch.logger import check_logger, open_logger
-from cellgraph.backends.torch.loss import RRNNLoss
-from cellgraph.backends.torch.messages import epoch_summary, hard_search_warning, outweighed
-from cellgraph.backends.torch.structures import structure_log, structure_recovery
-from cellgraph.backends.torch.task import SelfTargets, TaskModel, TeacherTargets, load_teacher
-from cellgraph.backends.torch.trainstate import TrainState, last_checkpoint, restore, seed_everything
-from cellgraph.backends.torch.warmstart import warm_start
+from cellgraph.backends.torch.training.batches import device_of
+from cellgraph.backends.torch.training.checkpoint import load_latest, save_checkpoint
+from cellgraph.backends.torch.runtime.device import resolve_device
+from cellgraph.backends.torch.training.distributed import Distributed
+from cellgraph.backends.torch.training.epoch import EpochLoop, Log, TrainingStopped, epoch_order, tau_at
+from cellgraph.backends.torch.runs.evaluation import both_searches, evaluate, validation
+from cellgraph.backends.torch.training.logger import check_logger, open_logger
+from cellgraph.backends.torch.training.loss import RRNNLoss
+from cellgraph.backends.torch.runs.messages import epoch_summary, hard_search_warning, outweighed
+from cellgraph.backends.torch.runs.structure_log import structure_log, structure_recovery
+from cellgraph.backends.torch.training.task import SelfTargets, TaskModel, TeacherTargets, load_teacher
+from cellgraph.backends.torch.training.trainstate import TrainState, last_checkpoint, restore, seed_everything
+from cellgraph.backends.torch.models.warmstart import warm_start
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.data.datadir import data_sha256, run_data_dir
@@ -377,9 +377,9 @@ def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test",
                 device: str | None = None) -> tuple[MultiCell, Layout]:
     """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
     at step ``t``, and the model's tuple layout (with the node vectors:
-    :meth:`cellgraph.backends.torch.run.LoadedRun.sample_cell`); searched on ``device``
+    :meth:`cellgraph.backends.torch.runs.run.LoadedRun.sample_cell`); searched on ``device``
     (default: the run's)."""
-    from cellgraph.backends.torch.run import load_run
+    from cellgraph.backends.torch.runs.run import load_run
 
     run = load_run(run_dir, device=device)
     return run.sample_cell(split, sample, t)[0], run.layout

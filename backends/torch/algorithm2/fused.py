@@ -1,5 +1,5 @@
 """The candidate block of one search iteration as one autograd node, with its backward pass
-written out (:mod:`cellgraph.backends.torch.search`; paper, Algorithm 2 and Sec. 3.2).
+written out (:mod:`cellgraph.backends.torch.algorithm2.search`; paper, Algorithm 2 and Sec. 3.2).
 
 For the ``P`` pairs of an iteration, tuples ``r``, operations ``o`` and activations ``u`` the
 block computes
@@ -9,7 +9,7 @@ block computes
     alpha(v) = w2 . sigmoid(W1 v + b1)                       (B, n_nl n_o n_r P)
     alpha(a z + c) = w2 . sigmoid(a W1 z + c W1 1 + b1)      (B, n_a n_o n_r P)
 
-(the scoring network in the sigmoid form of :class:`~cellgraph.backends.torch.scoring.SearchParams`;
+(the scoring network in the sigmoid form of :class:`~cellgraph.backends.torch.algorithm2.scoring.SearchParams`;
 for ``o = add``, ``W1 z = W1 L_r c_i + W1 R_r c_j + W1 b_r`` is a sum of per-node projections).
 Built from torch ops, that is some 25 autograd nodes an iteration, each with its own saved
 tensors, gradient buffers and a stack that copies ``z`` and ``v`` once more; here it is one node
@@ -269,7 +269,7 @@ def fused_block(Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR: Tensor | None, bi
         additive: per operation, whether it is ``add`` (else ``mul``).
         norm: the candidate normalisation, ``none`` or ``sample``.
         scored: False: the scoring network is not run (its output weights are zero:
-            :attr:`~cellgraph.backends.torch.scoring.SearchParams.scored`); the scores are zero,
+            :attr:`~cellgraph.backends.torch.algorithm2.scoring.SearchParams.scored`); the scores are zero,
             and ``GL``, ``GR``, ``W1_bias``, ``W1T``, ``b1``, ``w2``, ``offset``, ``W1_sum`` are
             not read.
 

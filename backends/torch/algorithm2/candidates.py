@@ -1,8 +1,8 @@
 """The candidate table of the batched Algorithm 2 in torch: every candidate a cell's search has
 built so far, its key, its exclusion and the soft mixture (paper, Algorithm 2 and Sec. 3.2;
 docs/paper-notes.md, *Algorithm 2: exact semantics* and *Scoring, choice modes and the
-margin*). The search is :mod:`cellgraph.backends.torch.search`; the blocks of candidates the
-table holds, one per iteration, are :class:`~cellgraph.backends.torch.scoring.Block`.
+margin*). The search is :mod:`cellgraph.backends.torch.algorithm2.search`; the blocks of candidates the
+table holds, one per iteration, are :class:`~cellgraph.backends.torch.algorithm2.scoring.Block`.
 
 Iteration ``k`` ranks the candidates of all pairs ``i < j`` over ``S_data, S_prev, S_aux,
 P_{k-1}`` built so far and chooses among those not excluded (``v not in P_{k-1}``). Here:
@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from cellgraph.algorithm2 import EXCLUSION_TOL, SPREAD_FLOOR
-from cellgraph.backends.torch.scoring import Block, as_tensor_on, Plan, matvec
+from cellgraph.backends.torch.algorithm2.scoring import Block, as_tensor_on, Plan, matvec
 from cellgraph.cell.layout import SearchSpace
 
 __all__ = ["KeyRule", "Candidates", "matching", "chosen_ref_intervals", "chosen_refs", "iteration_pairs", "KeyCode",

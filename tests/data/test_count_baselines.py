@@ -1,4 +1,4 @@
-"""Count baselines (:mod:`cellgraph.data.baselines`) against brute-force probabilities."""
+"""Count baselines (:mod:`cellgraph.data.count_baselines`) against brute-force probabilities."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cellgraph.cli import main
-from cellgraph.data.baselines import ALPHAS, baselines, majority_accuracy, ngram_nats
+from cellgraph.data.count_baselines import ALPHAS, baselines, majority_accuracy, ngram_nats
 from cellgraph.data.datasets import Split, load_dataset
 from cellgraph.errors import CellGraphError
 

@@ -10,7 +10,7 @@ departs from it only where the task loss gains:
   (:func:`cellgraph.targets.torch_tuples`): ``(W_ir, W_hr, b_ir + b_hr)``,
   ``(W_iz, W_hz, b_iz + b_hz)``, ``(W_hn, 0, b_hn)``, ``(W_in, I, b_in)`` and the identity;
 * the scoring network's output layer is zero, so ``alpha`` is 0 for every candidate, and the
-  structural term (:mod:`~cellgraph.backends.torch.structure`) alone ranks them: at every
+  structural term (:mod:`~cellgraph.backends.torch.algorithm2.logits`) alone ranks them: at every
   choice the teacher's candidate gets the logit ``A = log(w / (1 - w) (C - 1))`` and every
   other slot 0, where ``C`` is the number of candidates of that choice and ``w``
   (``warm_weight``) the share of the soft mixture the teacher's candidate then holds. The
@@ -28,9 +28,9 @@ import math
 
 import torch
 
-from cellgraph.backends.torch.rrnn import RRNNCell
-from cellgraph.backends.torch.rrnn_gru import RRNNGRUCell
-from cellgraph.backends.torch.structure import slot
+from cellgraph.backends.torch.models.rrnn import RRNNCell
+from cellgraph.backends.torch.models.rrnn_gru import RRNNGRUCell
+from cellgraph.backends.torch.algorithm2.logits import slot
 from cellgraph.cell.expr import Expr
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import Target, target, torch_tuples
@@ -51,7 +51,7 @@ def teacher_logit(weight: float, n_candidates: int) -> float:
 
 @torch.no_grad()
 def warm_start(model, teacher, weight: float = 0.9) -> None:
-    """Make ``model`` (a :class:`~cellgraph.backends.torch.task.TaskModel` of ``rrnn`` or
+    """Make ``model`` (a :class:`~cellgraph.backends.torch.training.task.TaskModel` of ``rrnn`` or
     ``rrnn-gru`` with the structural term, or of ``gru``) compute ``teacher`` (a ``gru``
     TaskModel on the same vocabulary and hidden size) exactly, in place (module docstring). A
     ``gru`` model takes the teacher's weights: the teacher continued with a fresh optimizer, the

@@ -5,7 +5,7 @@ The built-ins (``sigmoid``, ``tanh``, ``one_minus``, ``identity``, ``relu``; ``a
 have their torch forms here. An entry a user registers gives its own torch form as
 ``numeric["torch"]`` of its :mod:`cellgraph.cell.registry` entry; that form takes precedence.
 
-Two structural facts let the search skip work (see :mod:`cellgraph.backends.torch.search`):
+Two structural facts let the search skip work (see :mod:`cellgraph.backends.torch.algorithm2.search`):
 
 * an *affine* activation ``u(z) = a z + c`` (``identity``: ``a=1, c=0``; ``one_minus``:
   ``a=-1, c=1``) commutes with the first linear layer of the scoring network;

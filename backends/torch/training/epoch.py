@@ -1,4 +1,4 @@
-r"""One training epoch of :func:`~cellgraph.backends.torch.train.train` (paper, Sec. 5 and
+r"""One training epoch of :func:`~cellgraph.backends.torch.runs.train.train` (paper, Sec. 5 and
 Appendix "Details of Experimental Study"; docs/paper-notes.md, *Eq. 5's reduction*).
 
 :class:`Objective` computes Eq. 5 of one batch as one module (so that DistributedDataParallel
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from cellgraph.backends.torch.batches import batches, chunks, device_of, host, metric_value, task_loss
-from cellgraph.backends.torch.device import autocast
-from cellgraph.backends.torch.distributed import Distributed, share
-from cellgraph.backends.torch.loss import TERMS, LossTerms, RRNNLoss
-from cellgraph.backends.torch.task import TaskModel
-from cellgraph.backends.torch.trainstate import TrainState
+from cellgraph.backends.torch.training.batches import batches, chunks, device_of, host, metric_value, task_loss
+from cellgraph.backends.torch.runtime.device import autocast
+from cellgraph.backends.torch.training.distributed import Distributed, share
+from cellgraph.backends.torch.training.loss import TERMS, LossTerms, RRNNLoss
+from cellgraph.backends.torch.training.task import TaskModel
+from cellgraph.backends.torch.training.trainstate import TrainState
 from cellgraph.data.datasets import Dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig
@@ -61,7 +61,7 @@ def tau_at(config: TrainConfig, progress: float) -> float:
 
 def rank_shares(order: np.ndarray, size: int, dist: Distributed) -> Iterator[tuple[np.ndarray, float]]:
     """This rank's part ``batch[rank::world_size]`` of each global batch of ``order`` and its
-    loss factor (:func:`~cellgraph.backends.torch.distributed.share`). A rank left without a
+    loss factor (:func:`~cellgraph.backends.torch.training.distributed.share`). A rank left without a
     sample (a short last batch) computes the batch's first sample with factor 0, so that its
     DistributedDataParallel step stays in step with the others and adds nothing."""
     for batch in chunks(order, size):
