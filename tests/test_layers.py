@@ -88,7 +88,7 @@ def test_drawings_and_json_files_import_neither_run_folders_nor_the_sympy_export
 BACKENDS = PACKAGE.parent / "backends"
 #: The torch backend's rooms, lowest first: a module may import its own room and the rooms
 #: before it, never one after it (docs/layout.md); the plugin object at the top imports them all.
-TORCH_ROOMS = ("runtime", "algorithm2", "models", "training", "runs")
+TORCH_ROOMS = ("runtime", "algorithm2", "models", "training", "runs", "discover")
 TORCH_MODULES = sorted(p for room in TORCH_ROOMS for p in (BACKENDS / "torch" / room).glob("*.py"))
 
 
