@@ -33,11 +33,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "TrainConfig", "PRESETS", "RECIPES", "paper_settings", "SEARCH_RANGES", "resolve_config", "load_run_config",
     "parse_set", "key_table", "compact", "preset_conflicts", "valid_device", "AUTO_TD_MATCH", "resolved_td_match",
-    "dataset_options",
+    "dataset_options", "MACHINE_KEYS",
 ]
 
 TASKS = ("wiki", "wiki5k", "ptb", "sst", "planted")
-MODELS = ("rrnn", "rrnn-gru", "gru", "lstm")
+MODELS = ("rrnn", "rrnn-gru", "gru", "lstm", "cell")
 PLACEMENTS = ("flexible", "gates")
 #: RRNN-GRU's trees (the GRU forms whose tuples it chooses).
 GRU_TREES = ("gru", "gru_torch")
@@ -51,6 +51,11 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]*))?")
 AMPS = ("none", "bf16")
 #: ``torch.compile`` modes of ``compile=true``: ``reduce-overhead`` also records CUDA graphs on a GPU.
 COMPILE_MODES = ("default", "reduce-overhead")
+
+#: Settings of the machine rather than of the run: where it keeps the data, how many threads it
+#: trains with, on which device, and whether it also logs to TensorBoard. A resumed run and a
+#: search's workers may differ in them (``cellgraph train --resume RUN --set num_threads=1``).
+MACHINE_KEYS = ("data_dir", "num_threads", "device", "logger")
 
 #: Settings that were renamed, with their replacement and why.
 RENAMED: dict[str, str] = {
@@ -123,7 +128,12 @@ class TrainConfig:
                      "planted: labelled by a hidden teacher cell, planted_teacher); cellgraph train needs it given",
                      one_of(TASKS))
     model: str = _key("rrnn", "rrnn (full cell search), rrnn-gru (search over the GRU's tuples), "
-                      "gru or lstm (baselines); cellgraph train needs it given", one_of(MODELS))
+                      "gru or lstm (baselines), cell (the fixed cell of the cell setting, trained from "
+                      "scratch); cellgraph train needs it given", one_of(MODELS))
+    cell: str = _key("", "model=cell: the cell to train from scratch, a target name (gru, gru_torch, lstm, "
+                     "lstm_torch, mgu, mut1-3), random:SEED (the planted random:SEED teacher's cell, "
+                     "sub-seed 0) or a cell JSON file (cellgraph export, diff, trees --save); only with "
+                     "model=cell")
     seed: int = _key(0, "seed of the initialisation and of the training order", at_least(0))
     epochs: int = _key(10, "training epochs (patience may stop sooner; a larger value extends a "
                        "resumed run)", at_least(1))
@@ -262,6 +272,10 @@ class TrainConfig:
             if rule is not None and not rule.check(value):
                 raise FormatError(item.name, f"invalid value {value!r}: {rule.text}")
         _check_recipe(self)
+        if (self.model == "cell") != bool(self.cell):
+            raise FormatError("cell", "model=cell trains the cell this setting names: give --set cell=NAME|FILE"
+                              if self.cell == "" else f"set for model {self.model}; only model=cell trains a "
+                              "given cell (drop it or use --model cell)")
         if self.amp != "none" and self.model == "rrnn":
             raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
                               "runs in float32 (its exclusion test compares candidates within 1e-9, far "

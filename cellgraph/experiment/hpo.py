@@ -76,7 +76,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import SEARCH_RANGES, TrainConfig, load_run_config
+from cellgraph.experiment.config import MACHINE_KEYS, SEARCH_RANGES, TrainConfig, load_run_config
 from cellgraph.experiment.runlog import METRICS
 
 __all__ = [
@@ -87,10 +87,6 @@ __all__ = [
 
 Out = Callable[[str], None]
 
-#: Settings that may differ between workers and are not exported: where this machine keeps
-#: the data, how many threads it trains with, on which device, and whether it also logs to
-#: TensorBoard.
-MACHINE_KEYS = ("data_dir", "num_threads", "device", "logger")
 SPEC_ATTR, READY_ATTR = "cellgraph", "ready"
 READY_WAIT_S = 60.0  # how long a joining worker waits for the creator to queue the trials
 SQLITE_TIMEOUT_S = 600.0  # how long a worker waits for SQLite's write lock

@@ -402,6 +402,13 @@ class FrozenCell(nn.Module):
              made: Mapping[int, Sequence[Tensor]]):
         """One step with prepared parameters and the projections made ahead (see
         :meth:`forward`, :meth:`prepare`, :meth:`project_static`)."""
+        vals = self._execute(self._leaf_values(x, state), params, made)
+        out = [vals[r] for r in self._roots]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _leaf_values(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None) -> dict[Leaf, Tensor]:
+        """The value of every leaf but the constants and this step's states: ``x`` and the
+        previous states (zeros where ``state`` is None)."""
         if state is None:
             state = tuple(x.new_zeros(x.shape[0], self.hidden_size) for _ in self.states)
         elif torch.is_tensor(state):
@@ -409,14 +416,16 @@ class FrozenCell(nn.Module):
         if len(state) != len(self.states):
             raise CellGraphError(f"FrozenCell: expected {len(self.states)} states {self.states}, got {len(state)}")
         prev = dict(zip(self.states, state))
-        values = {leaf: torch_ops.leaf_vector(leaf, x, prev, {})
-                  for leaf in self._leaves if leaf.role not in (Role.CURRENT, Role.CONST)}
-        vals = self._execute(values, params, made)
-        out = [vals[r] for r in self._roots]
-        return out[0] if len(out) == 1 else tuple(out)
+        return {leaf: torch_ops.leaf_vector(leaf, x, prev, {})
+                for leaf in self._leaves if leaf.role not in (Role.CURRENT, Role.CONST)}
 
     def forward(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
         return self.step(x, state, self.prepare(), {})
+
+    def step_values(self, x: Tensor, state: Tensor | tuple[Tensor, ...] | None = None) -> dict[Expr, Tensor]:
+        """The value of every node of every graph (leaves included) at one step from ``x``
+        and ``state`` (as :meth:`forward`)."""
+        return self.node_values(self._leaf_values(x, state))
 
     @classmethod
     def from_torch(cls, module: nn.Module) -> "FrozenCell":
@@ -460,6 +469,13 @@ class FrozenRNN(nn.Module):
 
         output, state, _ = torch_ops.run_sequence(step, input, state, self.batch_first)
         return output, state, None
+
+    def node_values(self, input: Tensor, t: int) -> dict[Expr, Tensor]:
+        """The value ``(B, p)`` of every node of the cell (leaves included) at step ``t`` of
+        ``input`` (``(T, B, p)``, or ``(B, T, p)`` with ``batch_first``), from zero states."""
+        steps = input.transpose(0, 1) if self.batch_first else input
+        state = self(steps[:t])[1] if t else None
+        return self.cell.step_values(steps[t], state)
 
 
 def freeze(cell: CellGraph | MultiCell | Target, params: Sequence | None = None,

@@ -72,7 +72,7 @@ class LoadedRun:
 
     @property
     def layout(self) -> Layout:
-        """The weight tuples of the searched cells (rrnn, rrnn-gru)."""
+        """The weight tuples of the searched cells (rrnn, rrnn-gru) or of the fixed cell (cell)."""
         return self.model.layout
 
     def tokens(self, split: str = "test", samples: int | Iterable[int] | None = None) -> Tensor:
@@ -115,12 +115,18 @@ class LoadedRun:
 
     @torch.no_grad()
     def sample_cell(self, split: str, sample: int, t: int) -> tuple[MultiCell, dict[Expr, np.ndarray]]:
-        """The cell sequence ``sample`` of ``split`` uses at step ``t``, and its vectors."""
-        if not self.model.structured:
+        """The cell sequence ``sample`` of ``split`` uses at step ``t``, and its vectors
+        (``model = cell``: its fixed cell, with the values it computes there)."""
+        fixed = self.model.fixed
+        if not self.model.structured and fixed is None:
             raise CellGraphError(f"{self.path}: model {self.config.model!r} has no discovered cells")
-        tokens = self.tokens(split, [sample])
+        tokens = self.tokens(split, [sample]).to(next(self.model.parameters()).device)
         if not 0 <= t < tokens.shape[1]:
             raise CellGraphError(f"step t={t} is outside 0..{tokens.shape[1] - 1}")
+        if fixed is not None:
+            values = self.model.core.node_values(self.model.embedding(tokens.T), t)
+            return fixed.cell, {e: (v[0] if v.dim() > 1 else v).to("cpu", torch.float64).numpy()
+                                for e, v in values.items()}  # a constant is one (p,) vector
         _, traces = self.model(tokens)
         return self.cell(traces, t, 0), self.vectors(traces, t, 0)
 

@@ -68,14 +68,15 @@ from cellgraph.cell.layout import Layout
 from cellgraph.data.datadir import data_sha256, run_data_dir
 from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import TrainConfig, load_run_config, resolved_td_match
+from cellgraph.experiment.cellspec import FixedCell, resolve_cell
+from cellgraph.experiment.config import TrainConfig, dataset_options, load_run_config, resolved_td_match
 from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.runs import TEACHER, RunDir
-from cellgraph.files import write_json
+from cellgraph.files import read_json, write_json
 
 __all__ = [
     "TrainingStopped", "Distributed", "epoch_order", "load_data", "build_model", "evaluate", "train",
-    "evaluate_run", "export_cell",
+    "evaluate_run", "export_cell", "run_cell", "CELL_FILE",
 ]
 
 def _better(task: str, new: float, best: float | None) -> bool:
@@ -94,22 +95,19 @@ def _head(split: Split, n: int) -> Split:
 
 
 def load_data(config: TrainConfig) -> Dataset:
-    """The task's data set (seed ``data_seed``), cut to ``max_train`` / ``max_eval`` sequences.
-
-    ``seq_len`` applies to every task but ``sst`` (padded to its longest training sentence)."""
-    options: dict[str, Any] = {"seed": config.data_seed}
-    if config.task != "sst":
-        options["seq_len"] = config.seq_len
-    if config.task in ("wiki", "wiki5k"):
-        options["wiki_cleaning"] = config.wiki_cleaning
-    data = load_dataset(config.task, config.data_dir or None, **options)
+    """The task's data set with the options ``config`` sets for it
+    (:func:`~cellgraph.experiment.config.dataset_options`: ``data_seed``, ``seq_len``, the
+    enwik8 cleaning, the planted teacher), cut to ``max_train`` / ``max_eval`` sequences."""
+    data = load_dataset(config.task, config.data_dir or None, **dataset_options(config))
     return Dataset(data.name, data.task, data.metric, data.vocab, _head(data.train, config.max_train),
                    _head(data.val, config.max_eval), _head(data.test, config.max_eval), data.classes,
                    data.padding_idx, data.seed, data.info, data.teacher)
 
 
-def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True) -> TaskModel:
-    """A :class:`TaskModel` for ``dataset``; ``pretrained`` loads ``config.glove`` if set."""
+def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True,
+                fixed: FixedCell | None = None) -> TaskModel:
+    """A :class:`TaskModel` for ``dataset``; ``pretrained`` loads ``config.glove`` if set;
+    ``fixed``: ``model = cell``'s cell (default: ``config.cell`` resolved)."""
     embedding = None
     if pretrained and config.glove:
         from cellgraph.data.glove import load_glove
@@ -118,7 +116,23 @@ def build_model(config: TrainConfig, dataset: Dataset, pretrained: bool = True) 
                                dataset.padding_idx).vectors
     states = ("h",) if config.teacher else None
     return TaskModel(config, len(dataset.vocab), dataset.n_classes, dataset.per_step,
-                     dataset.padding_idx, states, embedding)
+                     dataset.padding_idx, states, embedding, fixed)
+
+
+#: The run folder's copy of ``model = cell``'s cell (:meth:`FixedCell.to_json`): a resumed or
+#: loaded run reads it, not the ``cell`` setting's file, which may have changed or gone.
+CELL_FILE = "cell.json"
+
+
+def run_cell(config: TrainConfig, run_dir: str | Path | None = None) -> FixedCell | None:
+    """``model = cell``'s cell: the copy in ``run_dir`` where it has one, else ``config.cell``
+    resolved (:func:`~cellgraph.experiment.cellspec.resolve_cell`); None for other models."""
+    if config.model != "cell":
+        return None
+    copy = Path(run_dir) / CELL_FILE if run_dir is not None else None
+    if copy is not None and copy.is_file():
+        return FixedCell.from_json(read_json(copy), str(copy))
+    return resolve_cell(config.cell)
 
 
 def _targets(config: TrainConfig, dataset: Dataset,
@@ -206,7 +220,8 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
     seed_everything(config.seed)
     # every input (data set, GloVe, teacher run) is read before anything is written
     dataset = load_data(config)
-    model = build_model(config, dataset).to(device)  # made on the CPU: the same start on every device
+    fixed = run_cell(config, out_dir if resume else None)
+    model = build_model(config, dataset, fixed=fixed).to(device)  # made on the CPU: the same start on every device
     if config.warm_start == "teacher":
         warm_start(model, load_teacher(config.teacher, config, len(dataset.vocab), dataset.n_classes,
                                        dataset.per_step, dataset.padding_idx, device), config.warm_weight)
@@ -217,6 +232,8 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
         if not (resume and run.has_checkpoint()):  # a run without a checkpoint starts over
             read = data_sha256(config.task, config.data_dir, config.glove, config.hidden_size)
             run.write_config(config.to_dict(), argv, dist.world_size, read)
+            if fixed is not None:
+                write_json(run.path / CELL_FILE, fixed.to_json())
     else:
         run, log = RunDir(out_dir), _quiet
     dist.barrier()  # the others start once rank 0 has the run folder (or has failed to make it)
@@ -318,7 +335,9 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
     })
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source
-    if config.task == "planted" and model.structured:
+    if model.fixed is not None:  # the run is self-contained: the cell it trained
+        final["cell"] = model.fixed.to_json()
+    if config.task == "planted":
         final["recovery"] = structure_recovery(model, dataset, config)
     log(f"best epoch {final['best_epoch']}: val {metric} {final[f'val_{metric}']:.4f}, "
         f"test {metric} {final[f'test_{metric}']:.4f} ({config.eval_mode} search)")
@@ -350,7 +369,7 @@ def _load_run(run_dir: str | Path, checkpoint: str = "best",
     config = load_run_config(run.file("config.json"))
     where = resolve_device(device or config.device)
     dataset = load_data(config)
-    model = build_model(config, dataset, pretrained=False).to(where)
+    model = build_model(config, dataset, pretrained=False, fixed=run_cell(config, run_dir)).to(where)
     state = load_latest(run.checkpoints / f"{checkpoint}.pt", map_location=where)
     model.load_state_dict(state["model"])
     model.set_tau(tau_at(config, state["epoch"] / config.epochs))

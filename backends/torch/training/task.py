@@ -10,8 +10,12 @@ Eq. 5; docs/paper-notes.md, *TD target vectors: self and teacher* and
 
 The core is chosen by ``config.model``: ``rrnn`` (:class:`~cellgraph.backends.torch.models.rrnn.RRNN`,
 one search per state of ``config.target``), ``rrnn-gru``
-(:class:`~cellgraph.backends.torch.models.rrnn_gru.RRNNGRU`), or the ``gru`` / ``lstm`` baselines
-(:mod:`~cellgraph.backends.torch.models.gated`).
+(:class:`~cellgraph.backends.torch.models.rrnn_gru.RRNNGRU`), the ``gru`` / ``lstm`` baselines
+(:mod:`~cellgraph.backends.torch.models.gated`), or ``cell``: the fixed cell of ``config.cell``
+(:mod:`cellgraph.experiment.cellspec`) frozen into a recurrent module,
+:class:`~cellgraph.backends.torch.models.freeze.FrozenRNN` of
+:func:`~cellgraph.backends.torch.models.freeze.freeze` with every trainable tuple drawn uniformly
+in ``(-1/sqrt(p), 1/sqrt(p))`` (``torch.nn.GRU``'s initialisation), in the baselines' place.
 
 The TD term needs vectors on the target tree at every step; a *target source* gives them for
 one batch: :class:`SelfTargets` (the target tree with the model's own tuples on the model's
@@ -29,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from cellgraph.backends.torch.models.freeze import FrozenRNN, freeze
 from cellgraph.backends.torch.models.gated import GRUBaseline, LSTMBaseline
 from cellgraph.backends.torch.training.loss import TargetTree
 from cellgraph.backends.torch.models.rrnn import RRNN
@@ -38,6 +43,7 @@ from cellgraph.backends.torch.algorithm2.trace import SearchTrace
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.errors import CellGraphError
+from cellgraph.experiment.cellspec import FixedCell, resolve_cell
 from cellgraph.experiment.config import TrainConfig, load_run_config
 from cellgraph.targets import target
 
@@ -55,8 +61,10 @@ def constant_alpha(config: TrainConfig) -> bool:
     return config.warm_start == "teacher" and config.score_lr == 0
 
 
-def _core(config: TrainConfig, states: tuple[str, ...]) -> nn.Module:
+def _core(config: TrainConfig, states: tuple[str, ...], fixed: FixedCell | None) -> nn.Module:
     p = config.hidden_size
+    if fixed is not None:
+        return FrozenRNN(freeze(fixed.cell, layout=fixed.layout, hidden_size=p))
     if config.model == "rrnn":
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,
@@ -87,6 +95,8 @@ class TaskModel(nn.Module):
         states: the states the ``rrnn`` core makes, in run order (default: those of
             ``config.target``).
         embedding: ``(V, p)`` initial embedding (e.g. GloVe), else ``N(0, 1)``.
+        fixed: ``model = cell``: the resolved cell (default: :func:`resolve_cell` of
+            ``config.cell``; a run passes the copy it keeps in ``RUN_DIR/cell.json``).
 
     Shape:
         - tokens: ``(B, T)`` int64.
@@ -97,10 +107,13 @@ class TaskModel(nn.Module):
 
     def __init__(self, config: TrainConfig, vocab_size: int, n_classes: int, per_step: bool,
                  padding_idx: int | None = None, states: Sequence[str] | None = None,
-                 embedding: np.ndarray | None = None) -> None:
+                 embedding: np.ndarray | None = None, fixed: FixedCell | None = None) -> None:
         super().__init__()
         p = config.hidden_size
         self.model_name, self.per_step = config.model, per_step
+        self.fixed = (fixed or resolve_cell(config.cell)) if config.model == "cell" else None
+        if self.fixed is not None:
+            states = self.fixed.cell.states
         self.states = tuple(states) if states is not None else target(config.target).cell.states
         self.embedding = nn.Embedding(vocab_size, p, padding_idx=padding_idx)
         if embedding is not None:
@@ -110,7 +123,7 @@ class TaskModel(nn.Module):
                 )
             with torch.no_grad():
                 self.embedding.weight.copy_(torch.as_tensor(embedding, dtype=torch.float32))
-        self.core = _core(config, self.states)
+        self.core = _core(config, self.states, self.fixed)
         self.output = nn.Linear(2 * p, n_classes)
 
     @property
@@ -124,6 +137,9 @@ class TaskModel(nn.Module):
 
     @property
     def layout(self) -> Layout:
+        """The tuples of the searched cells, or of ``model = cell``'s fixed cell."""
+        if self.fixed is not None:
+            return self.fixed.layout
         self._require_structure("layout")
         return self.core.cell.layout
 

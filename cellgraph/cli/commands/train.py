@@ -1,4 +1,4 @@
-"""``cellgraph train``: train RRNN, RRNN-GRU or a GRU/LSTM baseline into a run folder."""
+"""``cellgraph train``: train RRNN, RRNN-GRU, a GRU/LSTM baseline or a given cell into a run folder."""
 
 from __future__ import annotations
 
@@ -27,9 +27,13 @@ _DESCRIPTION = (
     "--preset <- --config <- the flags below <- --set; the task and the model must be given by one of "
     "them, and the resolved settings are printed before training starts. Without --preset, rrnn and rrnn-gru "
     "train with cellgraph's discovery recipe (preset recipe-rrnn, recipe-rrnn-gru; docs/paper-notes.md), "
-    "which first trains the gru run it starts from (RUN_DIR/teacher) unless --teacher names one. --resume RUN_DIR continues a "
+    "which first trains the gru run it starts from (RUN_DIR/teacher) unless --teacher names one. --model cell "
+    "trains the fixed cell that --set cell=NAME|FILE names (a target such as mgu or mut1, random:SEED, or a "
+    "cell JSON file from cellgraph export) from scratch, embedding and output layer as the gru baseline's; "
+    "config.json records the setting, RUN_DIR/cell.json and final.json the cell. --resume RUN_DIR continues a "
     "run from its last good checkpoint with its own settings (--data may point to where this machine "
-    "keeps the data; config.json records the folder the run started on); a run that has no checkpoint "
+    "keeps the data, config.json recording the folder the run started on, and --set may change the "
+    "machine's settings: num_threads, device, logger, data_dir); a run that has no checkpoint "
     "yet may be resumed with new inputs (--data, --glove, --teacher). Ctrl-C stops a run between two writes and "
     "prints the command that resumes it. Under torchrun (torchrun --standalone --nproc_per_node N -m "
     "cellgraph train ...) the run is data-parallel over the processes, with the same global batches."
@@ -37,7 +41,9 @@ _DESCRIPTION = (
 _EXAMPLES = (
     "cellgraph train --task planted --model rrnn-gru --set epochs=5 --out runs/p1",
     "cellgraph train --preset paper-wiki10k-gru --out runs/gru",
-    "cellgraph train --resume runs/p1",
+    "cellgraph train --task planted --model cell --set cell=mgu --set planted_teacher=mgu --out runs/c1",
+    "cellgraph train --task wiki5k --model cell --set cell=cell.json --out runs/c2",
+    "cellgraph train --resume runs/p1 --set num_threads=1",
     "cellgraph presets",
 )
 _SETTINGS = ("settings (--set KEY=VALUE, a --config TOML file or a --preset; the lambda_* weigh the terms "
@@ -58,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "train",
-        help="train a model (rrnn, rrnn-gru, gru, lstm) on a task; resume a killed run",
+        help="train a model (rrnn, rrnn-gru, gru, lstm, or a given cell) on a task; resume a killed run",
         description=textwrap.fill(_DESCRIPTION, 100),
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -96,12 +102,16 @@ def _resumed_config(args: argparse.Namespace) -> TrainConfig:
     """The settings of the run folder ``--resume`` names, with new inputs where it has no
     checkpoint yet (it starts over, so they cannot mix with earlier work)."""
     from cellgraph.errors import CellGraphError
-    from cellgraph.experiment.config import load_run_config, resolve_config
+    from cellgraph.experiment.config import MACHINE_KEYS, load_run_config, parse_set, resolve_config
     from cellgraph.experiment.runs import RunDir
 
-    settings = _given(args, ("preset", "config", "out", "task", "model", "backend", "set"))
+    settings = _given(args, ("preset", "config", "out", "task", "model", "backend"))
     if settings:
         raise CellGraphError(f"--resume continues a run with its own settings; drop {', '.join(settings)}")
+    machine = parse_set(args.set)
+    if other := [key for key in machine if key not in MACHINE_KEYS]:
+        raise CellGraphError(f"--resume continues a run with its own settings; --set may change only the "
+                             f"machine's ({', '.join(MACHINE_KEYS)}), not {', '.join(other)}")
     inputs = _given(args, _MODEL_INPUT_FLAGS)
     if inputs and RunDir(args.resume).has_checkpoint():
         raise CellGraphError(f"--resume {args.resume}: it has checkpoints, made with its recorded inputs; "
@@ -113,7 +123,7 @@ def _resumed_config(args: argparse.Namespace) -> TrainConfig:
     new_inputs = {_FLAG_KEYS[flag]: getattr(args, flag) for flag in _INPUT_FLAGS if getattr(args, flag)}
     if args.device:  # a machine choice, not a setting of the run: a resumed run may move
         new_inputs["device"] = args.device
-    return resolve_config(base={**config.to_dict(), **new_inputs})
+    return resolve_config(base={**config.to_dict(), **new_inputs}, overrides=machine)
 
 
 def _new_config(args: argparse.Namespace) -> TrainConfig:
