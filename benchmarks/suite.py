@@ -1,8 +1,9 @@
-"""The ``cellgraph bench`` suite: items 1-7, the performance targets, a printed table and a
+"""The ``cellgraph bench`` suite: items 1-8, the performance targets, a printed table and a
 JSON document with the machine's description.
 
 ``quick`` runs items 1-5 and 7 at toy sizes (seconds; for tests and smoke runs) and skips item 6
-(compilation alone takes tens of seconds); the full run uses the paper's configuration
+(compilation alone takes tens of seconds); ``items`` runs only the items named (the targets and
+the table then hold theirs alone). The full run uses the paper's configuration
 (``p = 100``, scoring hidden 256, ``N_bar = 9``, 4 tuples, batch 16, 20 steps). Item 7 (the soft
 step data-parallel over ``threads`` one-thread processes) runs on the CPU with ``threads >= 2``.
 
@@ -23,13 +24,13 @@ from typing import Any
 import torch
 
 from cellgraph.backends.torch.runtime.device import resolve_device
-from cellgraph.benchmarks import (compile_bench, epoch_bench, flops_bench, parallel_bench, scaling_bench, search_bench,
-                                  step_bench)
+from cellgraph.benchmarks import (cell_bench, compile_bench, epoch_bench, flops_bench, parallel_bench, scaling_bench,
+                                  search_bench, step_bench)
 from cellgraph.benchmarks.measure import load_average, machine
 from cellgraph.data.datadir import resolve_data_dir
 from cellgraph.errors import CellGraphError
 
-__all__ = ["SIZES", "run", "targets", "table"]
+__all__ = ["SIZES", "ITEMS", "run", "targets", "table"]
 
 GiB = 2 ** 30
 #: matmul shapes added on a GPU (full runs): the small ones of the step do not reach its peak.
@@ -47,6 +48,7 @@ SIZES: dict[bool, dict[str, Any]] = {
         "epoch": dict(batches=3),
         "compile": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
         "parallel": dict(p=100, batch=16, steps=20, n_iterations=9, scoring_hidden=256, repeat=2),
+        "cells": dict(p=100, batch=16, steps=20, repeat=10),
     },
     True: {
         "search": dict(p=4, H=6, batch=3, n_iterations=4, repeat=1),
@@ -58,18 +60,27 @@ SIZES: dict[bool, dict[str, Any]] = {
         "epoch": dict(batches=1, p=6, n_iterations=2, scoring_hidden=6),
         "compile": None,
         "parallel": dict(p=6, batch=4, steps=3, n_iterations=3, scoring_hidden=8, repeat=1),
+        "cells": dict(p=6, batch=2, steps=3, repeat=1),
     },
 }
+#: The items in order (item 3 needs item 2).
+ITEMS = ("search", "steps", "flops", "scaling", "epoch", "compile", "parallel", "cells")
 
 
 def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
-        device: str = "cpu", on_item: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run items 1-7 on ``device`` with ``threads`` torch CPU threads and evaluate the targets.
+        device: str = "cpu", on_item: Callable[[dict[str, Any]], None] | None = None,
+        items: tuple[str, ...] = ITEMS) -> dict[str, Any]:
+    """Run ``items`` (default all, 1-8) on ``device`` with ``threads`` torch CPU threads and
+    evaluate the targets.
 
     ``on_item(result)``, where given, is called after each item with the items done so far (the
     CLI writes them to ``--json`` then, so a run stopped from outside keeps what it measured);
     each item's seconds are printed to stderr as it ends."""
     where = resolve_device(device)  # no GPU where one is asked for: an error before any work
+    if unknown := [item for item in items if item not in ITEMS]:
+        raise CellGraphError(f"unknown bench item {unknown[0]!r} (known: {', '.join(ITEMS)})")
+    if "flops" in items and "steps" not in items:
+        raise CellGraphError("bench item flops needs item steps")
     torch.set_num_threads(threads)
     result: dict[str, Any] = {
         "command": command,
@@ -78,6 +89,8 @@ def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
         "machine": machine(where),
     }
     for name, item in _items(quick, threads, where):
+        if name not in items:
+            continue
         start = time.perf_counter()
         result[name] = item(result)
         print(f"bench: {name} done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
@@ -89,7 +102,7 @@ def run(quick: bool = False, threads: int = 2, command: str = "cellgraph bench",
 
 
 def _items(quick: bool, threads: int, where: torch.device) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
-    """Items 1-7 in order, each a function of the results so far (item 3 reads item 2's step)."""
+    """Items 1-8 in order, each a function of the results so far (item 3 reads item 2's step)."""
     sizes = SIZES[quick]
 
     def flops(result: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +122,7 @@ def _items(quick: bool, threads: int, where: torch.device) -> list[tuple[str, Ca
         ("compile", lambda result: compile_bench.compare_compile(**sizes["compile"], device=where)
          if sizes["compile"] else None),
         ("parallel", lambda result: _parallel(sizes["parallel"], threads, where)),
+        ("cells", lambda result: cell_bench.compare_cells(**sizes["cells"], device=where)),
     ]
 
 
@@ -140,10 +154,9 @@ GPU_LARGE_BATCH = 256
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The performance targets, each with its measured value, limit and whether it is met: the
-    CPU's, or on a GPU its own for the soft step, its rate and the Wiki-5k epoch."""
-    models = result["steps"]["models"]
-    loop = models["gru_cell_loop"]["time_s"]
+    """The performance targets of the items ``result`` holds, each with its measured value,
+    limit and whether it is met: the CPU's, or on a GPU its own for the soft step, its rate and
+    the Wiki-5k epoch."""
     gpu = bool(result["machine"].get("gpu"))
 
     def target(name: str, value: float | None, limit: float, at_least: bool = False) -> dict[str, Any]:
@@ -152,32 +165,49 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         return {"target": name, "value": value, "limit": limit, "relation": ">=" if at_least else "<=",
                 "met": met}
 
-    if gpu:
-        step = target(f"RRNN soft training step, speed-up over the 2-core CPU's {CPU_REFERENCE_STEP_S} s (x)",
-                      CPU_REFERENCE_STEP_S / models["rrnn_soft"]["time_s"], 20, True)
-        rate = target(f"RRNN step at batch {GPU_LARGE_BATCH} GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
-                      _large_batch_fraction(result), 0.25, True)
-    else:
-        step = target("RRNN soft training step (s)", models["rrnn_soft"]["time_s"],  # half the step of b2bbb2f
-                      1.05 if result["machine"]["torch_threads"] == 1 else 0.8)
-        rate = target("RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
-                      result["flops"]["fraction_of_matmul"]["executed"], 0.4, True)
-    return [
-        target("optimized search speed-up over literal Algorithm 2 (x)", result["search"]["speedup"], 100, True),
-        step,
-        target("RRNN-GRU step / GRUCell loop (x)", models["rrnn_gru"]["time_s"] / loop, 5),
-        target("frozen gru step / GRUCell loop (x)", models["frozen_gru"]["time_s"] / loop, 1.5),
-        rate,
-        target("Wiki-5k RRNN epoch (s)", result["epoch"].get("epoch_s"), 60 if gpu else 600),
-        target("peak memory of the RRNN soft step (GiB)", models["rrnn_soft"]["peak_bytes"] / GiB, 4),
-        target("growth exponent of the cost per cell in n_iterations", result["scaling"]["n_iterations_exponent"], 2.5),
-    ]
+    out = []
+    if "search" in result:
+        out.append(target("optimized search speed-up over literal Algorithm 2 (x)", result["search"]["speedup"],
+                          100, True))
+    if "steps" in result:
+        models = result["steps"]["models"]
+        loop = models["gru_cell_loop"]["time_s"]
+        if gpu:
+            out.append(target(f"RRNN soft training step, speed-up over the 2-core CPU's {CPU_REFERENCE_STEP_S} s (x)",
+                              CPU_REFERENCE_STEP_S / models["rrnn_soft"]["time_s"], 20, True))
+        else:
+            out.append(target("RRNN soft training step (s)", models["rrnn_soft"]["time_s"],  # half the step of b2bbb2f
+                              1.05 if result["machine"]["torch_threads"] == 1 else 0.8))
+        out.append(target("RRNN-GRU step / GRUCell loop (x)", models["rrnn_gru"]["time_s"] / loop, 5))
+        out.append(target("frozen gru step / GRUCell loop (x)", models["frozen_gru"]["time_s"] / loop, 1.5))
+    if "flops" in result:
+        out.append(target(f"RRNN step at batch {GPU_LARGE_BATCH} GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
+                          _large_batch_fraction(result), 0.25, True) if gpu else
+                   target("RRNN step GFLOP/s / torch.matmul GFLOP/s (executed FLOPs)",
+                          result["flops"]["fraction_of_matmul"]["executed"], 0.4, True))
+    if "epoch" in result:
+        out.append(target("Wiki-5k RRNN epoch (s)", result["epoch"].get("epoch_s"), 60 if gpu else 600))
+    if "steps" in result:
+        out.append(target("peak memory of the RRNN soft step (GiB)",
+                          result["steps"]["models"]["rrnn_soft"]["peak_bytes"] / GiB, 4))
+    if "scaling" in result:
+        out.append(target("growth exponent of the cost per cell in n_iterations",
+                          result["scaling"]["n_iterations_exponent"], 2.5))
+    if "cells" in result:
+        cells = result["cells"]
+        out.append(target("frozen gru training step (with Adam) / torch.nn.GRU's (x)",
+                          cells["models"]["frozen_gru"]["time_vs_torch_gru"], 1.3))
+        out.append(target(f"{cell_bench.LARGE_NODES}-node cell step per node / frozen gru's per node (x)",
+                          cells["large_per_node_vs_frozen_gru"], 1.0))
+    return out
 
 
 def _large_batch_fraction(result: dict[str, Any]) -> float | None:
     """The executed GFLOP/s of item 4's soft step at batch :data:`GPU_LARGE_BATCH` over the
     best ``torch.matmul`` rate of item 3; None where item 4 has no such row."""
-    scaling = result["scaling"]
+    scaling = result.get("scaling")
+    if scaling is None:
+        return None
     row = next((r for r in scaling["batch"] if r["batch"] == GPU_LARGE_BATCH), None)
     if row is None:
         return None
@@ -232,8 +262,99 @@ def _fmt_bytes(n: float) -> str:
     return f"{n / 2 ** 20:.1f} MiB"
 
 
+def _search_lines(s: dict[str, Any]) -> list[str]:
+    c = s["config"]
+    return [
+        f"(1) literal Algorithm 2 vs optimized torch search (hard, float64; p={c['p']}, H={c['scoring_hidden']}, "
+        f"batch {c['batch']}, N={c['n_iterations']}, {c['n_tuples']} tuples)",
+        "| reference (s) | torch (s) | speed-up | trees equal |",
+        "|---|---|---|---|",
+        f"| {s['reference_s']:.3f} | {s['torch_s']:.4f} | {s['speedup']:.0f}x | "
+        f"{s['trees_equal']}/{s['trees_compared']} |",
+        "",
+    ]
+
+
+def _steps_lines(steps: dict[str, Any]) -> list[str]:
+    c = steps["config"]
+    lines = [
+        f"(2) one training step, fwd+bwd (batch {c['batch']}, {c['steps']} steps, p={c['p']}, "
+        f"N={c['n_iterations']}, scoring hidden {c['scoring_hidden']}; best of N)",
+        "| model | time (s) | x torch.nn.GRU | peak memory | x torch.nn.GRU | compute ops | views "
+        "| time per compute op (us) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in steps["models"].items():
+        lines.append(f"| {name} | {row['time_s']:.4f} | {row['time_vs_torch_gru']:.1f} | "
+                     f"{_fmt_bytes(row['peak_bytes'])} | {row['memory_vs_torch_gru']:.1f} | "
+                     f"{row['ops']['compute']} | {row['ops']['views']} | {row['time_per_compute_op_us']:.2f} |")
+    return lines + [""]
+
+
+def _flops_lines(f: dict[str, Any]) -> list[str]:
+    lines = [
+        "(3) achieved GFLOP/s of the RRNN soft step (3 x forward FLOPs of candidates and scoring)",
+        "| FLOPs counted | GFLOP per step | GFLOP/s | fraction of torch.matmul peak |",
+        "|---|---|---|---|",
+    ]
+    for kind in ("executed", "nominal"):
+        lines.append(f"| {kind} | {f['training_step_flops'][kind] / 1e9:.2f} | {f['gflops'][kind]:.1f} | "
+                     f"{f['fraction_of_matmul'][kind]:.1%} |")
+    lines.append("torch.matmul GFLOP/s: " + ", ".join(f"{k}: {v:.1f}" for k, v in f["matmul_gflops"].items()))
+    return lines + [""]
+
+
+def _scaling_lines(sc: dict[str, Any]) -> list[str]:
+    lines = [f"(4) scaling of one RRNN soft training step from {sc['base']}"]
+    for key in ("n_iterations", "p", "batch", "scoring_hidden"):
+        lines += [f"| {key} | time (s) | time per cell (ms) | peak memory |", "|---|---|---|---|"]
+        for row in sc[key]:
+            lines.append(f"| {row[key]} | {row['time_s']:.3f} | {row['time_per_cell_s'] * 1e3:.2f} | "
+                         f"{_fmt_bytes(row['peak_bytes'])} |")
+        lines.append("")
+    return lines + [f"growth exponent of the time per cell in n_iterations: {sc['n_iterations_exponent']:.2f}", ""]
+
+
+def _compile_lines(c: dict[str, Any] | None) -> list[str]:
+    if c is None:
+        return ["(6) torch.compile of the search: skipped (quick run)", ""]
+    return [
+        "(6) RRNN soft step with the search compiled (torch.compile, one graph per time step) vs eager "
+        "(sizes of (2); best of N rounds)",
+        "| first compiled step, compilation included (s) | eager (s) | compiled (s) | speed-up "
+        "| fell back to eager | max output difference |",
+        "|---|---|---|---|---|---|",
+        f"| {c['first_compiled_step_s']:.1f} | {c['eager_s']:.4f} | {c['compiled_s']:.4f} | "
+        f"{c['speedup']:.2f}x | {'yes' if c['fell_back'] else 'no'} | {c['max_abs_output_difference']:.2g} |",
+        "",
+    ]
+
+
+def _cells_lines(r: dict[str, Any]) -> list[str]:
+    c = r["config"]
+    lines = [
+        f"(8) model=cell's training step, {c['step']} (batch {c['batch']}, {c['steps']} steps, p={c['p']}; "
+        f"best of {c['repeat']} interleaved rounds)",
+        "| model | generated nodes | time (s) | x torch.nn.GRU | time per node (ms) | compute ops |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in r["models"].items():
+        per_node = f"{row['time_per_node_s'] * 1e3:.3f}" if "time_per_node_s" in row else "—"
+        lines.append(f"| {name} | {row['nodes'] or '—'} | {row['time_s']:.4f} | {row['time_vs_torch_gru']:.2f} | "
+                     f"{per_node} | {row['compute_ops']} |")
+    return lines + [f"large cell per node / frozen gru per node: {r['large_per_node_vs_frozen_gru']:.2f}x", ""]
+
+
+#: Each item's lines in the printed table.
+_SECTIONS: dict[str, Callable[[Any], list[str]]] = {
+    "search": _search_lines, "steps": _steps_lines, "flops": _flops_lines, "scaling": _scaling_lines,
+    "epoch": lambda e: [_epoch_line(e), ""], "compile": _compile_lines,
+    "parallel": lambda r: [*_parallel_lines(r), ""], "cells": _cells_lines,
+}
+
+
 def table(result: dict[str, Any]) -> str:
-    """The result as plain-text tables (Markdown-compatible)."""
+    """The result as plain-text tables (Markdown-compatible), one per item it holds."""
     m = result["machine"]
     lines = [
         f"cellgraph bench{' --quick' if result['quick'] else ''}  {result['date']}",
@@ -243,66 +364,12 @@ def table(result: dict[str, Any]) -> str:
         f"device: {m.get('device', 'cpu')}",
         "",
     ]
-    s = result["search"]
-    c = s["config"]
-    lines += [
-        f"(1) literal Algorithm 2 vs optimized torch search (hard, float64; p={c['p']}, H={c['scoring_hidden']}, "
-        f"batch {c['batch']}, N={c['n_iterations']}, {c['n_tuples']} tuples)",
-        "| reference (s) | torch (s) | speed-up | trees equal |",
-        "|---|---|---|---|",
-        f"| {s['reference_s']:.3f} | {s['torch_s']:.4f} | {s['speedup']:.0f}x | "
-        f"{s['trees_equal']}/{s['trees_compared']} |",
-        "",
-    ]
-    c = result["steps"]["config"]
-    lines += [
-        f"(2) one training step, fwd+bwd (batch {c['batch']}, {c['steps']} steps, p={c['p']}, "
-        f"N={c['n_iterations']}, scoring hidden {c['scoring_hidden']}; best of N)",
-        "| model | time (s) | x torch.nn.GRU | peak memory | x torch.nn.GRU | compute ops | views "
-        "| time per compute op (us) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, row in result["steps"]["models"].items():
-        lines.append(f"| {name} | {row['time_s']:.4f} | {row['time_vs_torch_gru']:.1f} | "
-                     f"{_fmt_bytes(row['peak_bytes'])} | {row['memory_vs_torch_gru']:.1f} | "
-                     f"{row['ops']['compute']} | {row['ops']['views']} | {row['time_per_compute_op_us']:.2f} |")
-    f = result["flops"]
-    lines += [
-        "",
-        "(3) achieved GFLOP/s of the RRNN soft step (3 x forward FLOPs of candidates and scoring)",
-        "| FLOPs counted | GFLOP per step | GFLOP/s | fraction of torch.matmul peak |",
-        "|---|---|---|---|",
-    ]
-    for kind in ("executed", "nominal"):
-        lines.append(f"| {kind} | {f['training_step_flops'][kind] / 1e9:.2f} | {f['gflops'][kind]:.1f} | "
-                     f"{f['fraction_of_matmul'][kind]:.1%} |")
-    lines.append("torch.matmul GFLOP/s: " + ", ".join(f"{k}: {v:.1f}" for k, v in f["matmul_gflops"].items()))
-    sc = result["scaling"]
-    lines += ["", f"(4) scaling of one RRNN soft training step from {sc['base']}"]
-    for key in ("n_iterations", "p", "batch", "scoring_hidden"):
-        lines += [f"| {key} | time (s) | time per cell (ms) | peak memory |", "|---|---|---|---|"]
-        for row in sc[key]:
-            lines.append(f"| {row[key]} | {row['time_s']:.3f} | {row['time_per_cell_s'] * 1e3:.2f} | "
-                         f"{_fmt_bytes(row['peak_bytes'])} |")
-        lines.append("")
-    lines.append(f"growth exponent of the time per cell in n_iterations: {sc['n_iterations_exponent']:.2f}")
-    lines += ["", _epoch_line(result["epoch"]), ""]
-    c = result["compile"]
-    if c is None:
-        lines.append("(6) torch.compile of the search: skipped (quick run)")
-    else:
-        lines += [
-            "(6) RRNN soft step with the search compiled (torch.compile, one graph per time step) vs eager "
-            "(sizes of (2); best of N rounds)",
-            "| first compiled step, compilation included (s) | eager (s) | compiled (s) | speed-up "
-            "| fell back to eager | max output difference |",
-            "|---|---|---|---|---|---|",
-            f"| {c['first_compiled_step_s']:.1f} | {c['eager_s']:.4f} | {c['compiled_s']:.4f} | "
-            f"{c['speedup']:.2f}x | {'yes' if c['fell_back'] else 'no'} | {c['max_abs_output_difference']:.2g} |",
-        ]
-    lines += ["", *_parallel_lines(result["parallel"])]
-    lines += _gpu_rows(result)
-    lines += ["", "targets", "| target | measured | limit | met |", "|---|---|---|---|"]
+    for item in ITEMS:
+        if item in result:
+            lines += _SECTIONS[item](result[item])
+    if "flops" in result and (gpu := _gpu_rows(result)):
+        lines += gpu[1:] + [""]
+    lines += ["targets", "| target | measured | limit | met |", "|---|---|---|---|"]
     for t in result["targets"]:
         if t["met"] is None:
             measured, met = "not measured", "—"

@@ -12,7 +12,15 @@ reads ``x_t``, ``h_{t-1}``, both, and of identity chains (:data:`cellgraph.exper
 mean and deviation over the runs, where every run of the group logged structures.
 
 Runs are grouped by task and model, or (``by="name"``) by their folder name with a trailing
-seed suffix ``-s<N>`` removed, so that variants of one model are rows of their own."""
+seed suffix ``-s<N>`` removed, so that variants of one model are rows of their own.
+
+Planted runs also have the two recoveries of their teacher (docs/training.md, *Recovery of a
+planted teacher*): *exact recovery*, the share of a row's runs whose cell has the teacher's
+structure (``final.json``'s ``recovery.exact_recovery``), and *accuracy recovery*, the share of
+its runs whose test accuracy is within :data:`ACCURACY_MARGIN` of the *reference run*: the run
+among those summarised that trains the teacher's structure from scratch (``model = cell``,
+``recovery.teacher_structure``) on the same teacher, data, task sizes, hidden size, epochs and
+seed (:data:`REFERENCE_KEYS`); a run without one has no accuracy recovery."""
 
 from __future__ import annotations
 
@@ -26,7 +34,13 @@ from cellgraph.experiment.runlog import SHARES, RunLog, require_field
 from cellgraph.experiment.runs import eval_name
 from cellgraph.files import read_json
 
-__all__ = ["summarize", "markdown", "format_value"]
+__all__ = ["summarize", "markdown", "format_value", "ACCURACY_MARGIN", "REFERENCE_KEYS", "accuracy_recoveries"]
+
+#: Accuracy recovery: a planted run's test accuracy is at least its reference run's minus this.
+ACCURACY_MARGIN = 0.01
+#: The settings a planted run shares with its reference run (module docstring).
+REFERENCE_KEYS = ("planted_teacher", "data_seed", "seq_len", "max_train", "max_eval", "hidden_size", "epochs",
+                  "seed")
 
 
 def _mean_std(values: list[float]) -> tuple[float, float | None]:
@@ -96,6 +110,7 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
         groups.setdefault(_group(log, by), []).append((log, final))
     if not groups:
         raise CellGraphError(f"no finished run (a folder with final.json) among the {len(run_dirs)} given")
+    accuracy = accuracy_recoveries([run for runs in groups.values() for run in runs])
     rows = []
     for (task, name), runs in sorted(groups.items()):
         metric = runs[0][0].metric
@@ -110,12 +125,33 @@ def summarize(run_dirs: Iterable[str | Path], by: str = "model",
         row["terms"] = {k: statistics.fmean(r.get(f"loss_{k}") or 0.0 for r in last) for k in TERMS}
         recovery = [final.get("recovery", {}).get("structure_recovery") for _, final in runs]
         row["recovery"] = None if None in recovery else _mean_std([float(v) for v in recovery])
+        exact = [final.get("recovery", {}).get("exact_recovery") for _, final in runs]
+        row["exact_recovery"] = None if None in exact else _mean_std([float(v) for v in exact])
+        matched = [accuracy[id(log)] for log, _ in runs if accuracy.get(id(log)) is not None]
+        row["accuracy_recovery"] = _mean_std([float(v) for v in matched]) if matched else None
+        row["accuracy_references"] = len(matched)
         if reads:
             row["reads"] = _read_shares([log for log, _ in runs])
         row["seconds"] = _mean_std([_value(log, final, "train_seconds", 0.0) for log, final in runs])
         row["epochs"] = _mean_std([_value(log, final, "epochs_run", 0.0) for log, final in runs])
         rows.append(row)
     return rows
+
+
+def accuracy_recoveries(runs: list[tuple[RunLog, dict[str, Any]]]) -> dict[int, bool | None]:
+    """``id(log)`` -> whether the planted run recovers its reference run's test accuracy
+    within :data:`ACCURACY_MARGIN`, None where ``runs`` hold no reference run for it (module
+    docstring; of several, the best). Runs of other tasks are left out."""
+    planted = [(log, final) for log, final in runs if log.config.get("task") == "planted"]
+    key = lambda log: tuple(log.config.get(k) for k in REFERENCE_KEYS)  # noqa: E731
+    best: dict[tuple, float] = {}
+    for log, final in planted:
+        if final.get("recovery", {}).get("teacher_structure"):
+            value = _value(log, final, f"test_{log.metric}")
+            best[key(log)] = max(value, best.get(key(log), value))
+    return {id(log): (None if key(log) not in best
+                      else _value(log, final, f"test_{log.metric}") >= best[key(log)] - ACCURACY_MARGIN)
+            for log, final in planted}
 
 
 def _read_shares(logs: list[RunLog]) -> dict[str, tuple[float, float | None] | None]:
@@ -163,9 +199,11 @@ READ_COLUMNS = {"reads_input_share": "h_t reads x_t", "reads_state_share": "read
 
 
 def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = False,
-             reads: bool = False) -> str:
+             reads: bool = False, recoveries: bool = False) -> str:
     """The rows as a Markdown table; with both searches where any row has them, with
-    ``recovery`` the planted structure recovery, with ``reads`` the shares of the last
+    ``recovery`` the planted structure recovery (the share of searched cells with the
+    teacher's structure), with ``recoveries`` the exact and the accuracy recovery (module
+    docstring; ``no reference run`` where no run of the row has one), with ``reads`` the shares of the last
     structure log (rows made by ``summarize(reads=True)``), and with ``terms`` the last
     epoch's weighted loss terms (task / TD / margin / L2); a line under it where a row has
     one seed."""
@@ -174,9 +212,10 @@ def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = F
     if modes:
         head += " val (hard) | test (hard) | val (soft) | test (soft) |"
     head += " recovery |" if recovery else ""
+    head += f" exact recovery | accuracy recovery (within {ACCURACY_MARGIN:g}) |" if recoveries else ""
     head += "".join(f" {h} |" for h in READ_COLUMNS.values()) if reads else ""
     head += " epochs | train s/run |" + (" loss terms, last epoch: task / TD / margin / L2 |" if terms else "")
-    lines = [head, "|---" * (8 + 4 * modes + recovery + len(READ_COLUMNS) * reads + terms) + "|"]
+    lines = [head, "|---" * (8 + 4 * modes + recovery + 2 * recoveries + len(READ_COLUMNS) * reads + terms) + "|"]
     for r in rows:
         m = r["metric"]
         cells = [r["task"], r["model"], m, str(r["n"]), format_value(r["val"], m), format_value(r["test"], m)]
@@ -184,6 +223,10 @@ def markdown(rows: list[dict[str, Any]], terms: bool = False, recovery: bool = F
             cells += [format_value(r[k], m) for k in ("val_hard", "test_hard", "val_soft", "test_soft")]
         if recovery:
             cells.append(format_value(r["recovery"], "share"))
+        if recoveries:
+            cells.append(format_value(r["exact_recovery"], "share"))
+            cells.append(format_value(r["accuracy_recovery"], "share") if r["accuracy_recovery"]
+                         else "no reference run" if r["task"] == "planted" else "—")
         if reads:
             cells += [format_value(r["reads"][key], "share") for key in READ_COLUMNS]
         cells += [f"{r['epochs'][0]:.1f}", " ± ".join(f"{v:.0f}" for v in r["seconds"] if v is not None)]

@@ -118,10 +118,12 @@ def structure_recovery(model: TaskModel, dataset: Dataset, config: TrainConfig) 
     the share of cells with the teacher's structure, ``exact_recovery`` whether the most
     frequent structure is the teacher's (``most_frequent_share`` its share), and
     ``td_iso_teacher`` the mean ``min_Iso TD`` to the teacher's structure evaluated with the
-    model's own tuples on the same leaves."""
+    model's own tuples on the same leaves. ``teacher`` describes the teacher in a line,
+    ``teacher_json`` holds all of it (:meth:`~cellgraph.data.planted.Teacher.to_json`: its kind,
+    cell, weights and readout)."""
     teacher = dataset.teacher
     teacher_key = structure_key(teacher.cell, teacher.layout)
-    out: dict[str, Any] = {"teacher": teacher.describe()}
+    out: dict[str, Any] = {"teacher": teacher.describe(), "teacher_json": teacher.to_json()}
     known = known_cell(model)
     if known is not None:
         exact = structure_key(*known) == teacher_key

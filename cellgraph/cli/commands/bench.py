@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(2) one training step of RRNN, RRNN-GRU, the frozen gru target and torch's GRU, (3) achieved "
         "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size, batch and scoring width, (5) one "
         "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick), (7) the RRNN step "
-        "data-parallel over --threads one-thread processes against one process (CPU, --threads >= 2). "
+        "data-parallel over --threads one-thread processes against one process (CPU, --threads >= 2), (8) the "
+        "training step with Adam of model=cell's frozen cells (the gru target, a 14-node cell) against "
+        "torch.nn.GRU. --items runs some of them. "
         "Prints a table "
         "with the performance targets and the machine's description; on a GPU (--device cuda) also the "
         "GPU and its float32 matmul GFLOP/s.",
@@ -29,10 +31,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", default=None,
                    help="also write the results as JSON to OUT (rewritten after each item, with "
                    "\"partial\": true until the last)")
+    p.add_argument("--items", type=items_list, default=None, metavar="A,B",
+                   help="run only these items, comma-separated (search, steps, flops, scaling, epoch, compile, "
+                   "parallel, cells; flops needs steps); default all")
     p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads, >= 1 (default 2)")
     add_device_flag(p, "cpu", "where the torch side runs: cpu (default: a benchmark says what it "
                     f"measures), or {DEVICE_AUTO}")
     p.set_defaults(func=run)
+
+
+def items_list(text: str) -> tuple[str, ...]:
+    """``--items``: comma-separated item names (checked against the suite's when it runs)."""
+    items = tuple(item.strip() for item in text.split(",") if item.strip())
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected item names separated by commas, got {text!r}")
+    return items
 
 
 def positive_int(text: str) -> int:
@@ -52,10 +65,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not Path(args.json).parent.is_dir():  # before the work, not after its first item
         raise CellGraphError(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     command = ("cellgraph bench" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
-               + f" --device {args.device}")
+               + f" --device {args.device}" + (f" --items {','.join(args.items)}" if args.items else ""))
     write = (lambda result: atomic_write(args.json, json.dumps(result, indent=2).encode())) if args.json else None
     partial = (lambda result: write({**result, "partial": True})) if write else None
-    result = run_suite(args.quick, args.threads, command, args.device, on_item=partial)
+    items = {"items": args.items} if args.items else {}
+    result = run_suite(args.quick, args.threads, command, args.device, on_item=partial, **items)
     print(table(result))
     if write:
         write(result)

@@ -23,6 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "-s<seed> suffix (variants of one model as rows of their own)")
     p.add_argument("--recovery", action="store_true",
                    help="add the planted structure recovery: the share of test cells with the teacher's shape")
+    p.add_argument("--recoveries", action="store_true",
+                   help="add the planted runs' exact recovery (the share of runs whose cell has the teacher's "
+                   "structure) and accuracy recovery (the share within 0.01 test accuracy of the run, among "
+                   "those given, that trains the teacher's structure with model=cell on the same teacher, "
+                   "sizes, epochs and seed; 'no reference run' without one)")
     p.add_argument("--reads", action="store_true",
                    help="add the shares of the last structure log's cells whose h_t reads x_t, "
                    "h_{t-1} and both, and of identity chains (runs that log structures)")
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cellgraph summarize: {line}", file=sys.stderr)
 
     rows = summarize(args.runs, by=args.by, skip=note, reads=args.reads)
-    print(markdown(rows, terms=args.terms, recovery=args.recovery, reads=args.reads))
+    print(markdown(rows, terms=args.terms, recovery=args.recovery, reads=args.reads, recoveries=args.recoveries))
     if args.json:
         write_json(args.json, rows)
     return 0
