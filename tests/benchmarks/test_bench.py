@@ -56,7 +56,7 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert "partial" not in result
     assert [line.split()[1] for line in progress.splitlines() if line.startswith("bench: ")] == [
-        "search", "steps", "flops", "scaling", "epoch", "compile", "parallel"]
+        "search", "steps", "flops", "scaling", "epoch", "compile", "parallel", "cells"]
     assert result["quick"] is True and result["machine"]["cores"] >= 1
     assert result["machine"]["torch_threads"] == 1
     assert f"malloc: {result['machine']['allocator']}" in printed
@@ -85,7 +85,7 @@ def test_bench_quick_writes_the_json_and_the_trees_agree(tmp_path, capsys):
     else:  # a checkout without the data: the other items still ran
         assert "no Wiki-5k data" in result["epoch"]["skipped"]
         assert "(5) one epoch of wiki5k, full RRNN: skipped: no Wiki-5k data" in printed
-    assert len(result["targets"]) == 8
+    assert len(result["targets"]) == 10
     assert all(isinstance(t["met"], bool) for t in result["targets"] if t["value"] is not None)
     assert "trees equal" in printed
     assert result["compile"] is None and "(6) torch.compile of the search: skipped" in printed
@@ -147,7 +147,7 @@ def test_a_gpu_run_is_held_to_the_gpu_targets(tmp_path):
     assert rate["value"] is None and rate["met"] is None  # the quick sweep stops at batch 2
     assert gpu["Wiki-5k RRNN epoch (s)"]["limit"] == 60 and cpu["Wiki-5k RRNN epoch (s)"]["limit"] == 600
     assert "RRNN soft training step (s)" in cpu and "RRNN soft training step (s)" not in gpu
-    assert len(gpu) == len(cpu) == 8
+    assert len(gpu) == len(cpu) == 10
     config = result["steps"]["config"]
     result["scaling"]["base"] = {key: config[key] for key in ("p", "n_iterations", "scoring_hidden", "steps")}
     result["scaling"]["batch"].append({"batch": 256, "time_s": soft * 256 / config["batch"]})

@@ -67,7 +67,7 @@ def test_a_rule_broken_by_a_layer_names_that_layer(tmp_path):
 
 def test_missing_required_settings_say_how_to_give_them():
     with pytest.raises(FormatError, match=r"^task and model not given: name them with --task \(wiki\|wiki5k\|ptb\|"
-                                          r"sst\|planted\), --model \(rrnn\|rrnn-gru\|gru\|lstm\), or with a --preset or "
+                                          r"sst\|planted\), --model \(rrnn\|rrnn-gru\|gru\|lstm\|cell\), or with a --preset or "
                                           r"--config file that sets them \(cellgraph presets lists the presets\)$"):
         resolve_config(require=("task", "model"))
     with pytest.raises(FormatError, match=r"^seed not given: name it with --set seed=\.\.\., or with a --preset or "
