@@ -21,7 +21,9 @@ Trial user attributes: ``cell`` (``cellgraph.dag`` document), ``hash``, ``origin
 (epochs reached), ``spent`` (epochs trained), ``reserve`` (epochs of the rung in progress),
 ``loss``, ``cpu_s`` (CPU seconds of this worker on the trial), ``rejected`` (reasons of the
 invalid candidates drawn before it), and ``duplicate_of``, ``error``, ``withdrawn`` or
-``stopped`` where they apply.
+``stopped`` where they apply; besides them, what the evaluator reported about its last rung
+(its ``last_details``, :mod:`cellgraph.discover.evaluator`), which :class:`Found` carries as
+``details``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import Entry, ResultCache, cell_from_json, cell_hash, cell_json
-from cellgraph.discover.evaluator import Evaluator, resumes
+from cellgraph.discover.evaluator import Evaluator, details, resumes
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.discover.storage import open_search, open_search_storage, storage_name
@@ -57,17 +59,22 @@ __all__ = ["Found", "TargetHit", "Discovery", "discover"]
 #: Proposals in a row that train nothing (duplicates, cells running elsewhere) after which a
 #: worker stops: the strategy keeps proposing what the study already has.
 IDLE_LIMIT = 5000
+#: The trial user attributes the search itself writes (module docstring); the others are the evaluator's.
+BOOKKEEPING = frozenset({"cell", "hash", "origin", "parent", "worker", "fidelity", "spent", "reserve", "loss",
+                         "cpu_s", "rejected", "duplicate_of", "error", "withdrawn", "stopped", "budget"})
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 @dataclass(frozen=True)
 class Found:
-    """A candidate that reached full fidelity: trial number, hash, loss and cell document."""
+    """A candidate that reached full fidelity: trial number, hash, loss, cell document and what
+    the evaluator reported about it (``details``)."""
 
     trial: int
     hash: str
     loss: float
     cell: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,8 @@ class _Search:
                 break
             try:
                 loss = float(self.evaluator.evaluate(cell, layout, epochs, self.seed))
+                for name, value in details(self.evaluator).items():
+                    trial.set_user_attr(name, value)
                 if not math.isfinite(loss):
                     raise CellGraphError(f"the loss is {loss}")
             except Exception as err:  # any failure of this cell fails its trial only
@@ -281,7 +290,8 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
     best: dict[str, Found] = {}
     for t in trials:
         if t.state == TrialState.COMPLETE and t.user_attrs["hash"] not in best:
-            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"])
+            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
+                                               {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
     rejected: Counter = Counter()
     spent = cpu = 0.0
     hit = None
