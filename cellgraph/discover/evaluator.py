@@ -20,12 +20,15 @@ as trial user attributes.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
+from cellgraph.errors import CellGraphError
 
-__all__ = ["Evaluator", "resumes", "details"]
+__all__ = ["Evaluator", "Outcome", "resumes", "details", "measure"]
 
 
 class Evaluator(Protocol):
@@ -42,3 +45,29 @@ def resumes(evaluator: Evaluator) -> bool:
 def details(evaluator: Evaluator) -> dict[str, Any]:
     """What ``evaluator`` reported about its last evaluation (its ``last_details``; none: ``{}``)."""
     return dict(getattr(evaluator, "last_details", None) or {})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluation: its finite ``loss``, or None and the ``error`` that failed it, and the
+    evaluator's ``details`` (:func:`details`; empty when the call raised)."""
+
+    loss: float | None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def measure(evaluator: Evaluator, cell: MultiCell, layout: Layout, epochs: int, seed: int) -> Outcome:
+    """Evaluate once; an exception or a non-finite loss fails this cell only (an error
+    message: a :class:`~cellgraph.errors.CellGraphError`'s own words, else the exception's type
+    and words)."""
+    reported: dict[str, Any] = {}
+    try:
+        loss = float(evaluator.evaluate(cell, layout, epochs, seed))
+        reported = details(evaluator)
+        if not math.isfinite(loss):
+            raise CellGraphError(f"the loss is {loss}")
+    except Exception as err:  # any failure of this cell fails it alone
+        return Outcome(None, str(err) if isinstance(err, CellGraphError) else f"{type(err).__name__}: {err}",
+                       reported)
+    return Outcome(loss, None, reported)
