@@ -10,7 +10,9 @@ What a backend provides is the :class:`Backend` protocol (evaluation of the node
 ``u(o(L_r c_i, R_r c_j) + b_r)`` of a cell, paper Sec. 3.1); a backend that also runs
 Algorithm 2 (paper, Sec. 3.2) is a :class:`SearchBackend`; one that trains models and loads
 run folders (what ``cellgraph train``, ``eval``, ``search``, ``export`` and ``trees`` use, chosen
-by the ``backend`` setting) is a :class:`TrainingBackend`, found by :func:`training_backend`.
+by the ``backend`` setting) is a :class:`TrainingBackend`, found by :func:`training_backend`; one
+that trains the candidates of the discrete cell search (``cellgraph discover``) is a
+:class:`DiscoverBackend`, found by :func:`discover_backend`.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
-__all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "TrainingBackend", "backend", "backend_names",
-           "training_backend"]
+__all__ = ["ENTRY_POINT_GROUP", "Backend", "SearchBackend", "TrainingBackend", "DiscoverBackend", "backend",
+           "backend_names", "training_backend", "discover_backend"]
 
 ENTRY_POINT_GROUP = "cellgraph.backends"
 
@@ -98,6 +100,19 @@ class TrainingBackend(Backend, Protocol):
         ...
 
 
+@runtime_checkable
+class DiscoverBackend(Backend, Protocol):
+    """A backend that trains the candidates of the discrete cell search (docs/discover.md)."""
+
+    def planted_evaluator(self, data: Any, parsimony: float = 1e-3, num_threads: int | None = None,
+                          **fit: Any) -> Any:
+        """An evaluator (:class:`cellgraph.discover.evaluator.Evaluator`) of candidates on the
+        planted regression data ``data`` (:class:`~cellgraph.data.planted_values.PlantedValues`):
+        validation error plus ``parsimony`` times the candidate's complexity; ``fit`` the
+        training settings (``restarts``, ``lr``, ``batch_size``, ``clip``)."""
+        ...
+
+
 def _entry_points() -> dict[str, metadata.EntryPoint]:
     found: dict[str, metadata.EntryPoint] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -144,19 +159,31 @@ def backend(name: str) -> Backend:
 def training_backend(name: str) -> TrainingBackend:
     """The backend plugin ``name`` (:func:`backend`), which must also train
     (:class:`TrainingBackend`); an error naming the installed ones that do otherwise."""
+    return _able(name, TrainingBackend, "cannot train or load runs", "training")
+
+
+def discover_backend(name: str) -> DiscoverBackend:
+    """The backend plugin ``name`` (:func:`backend`), which must also train search candidates
+    (:class:`DiscoverBackend`); an error naming the installed ones that do otherwise."""
+    return _able(name, DiscoverBackend, "cannot train the candidates of cellgraph discover", "discover")
+
+
+def _able(name: str, protocol: type, cannot: str, kind: str) -> Any:
+    """The backend ``name`` when it follows ``protocol``, else an error saying it ``cannot``
+    and listing the installed ``kind`` backends that can."""
     found = backend(name)
-    if not isinstance(found, TrainingBackend):
-        trainers = [n for n in backend_names() if n != name and _trains(n)]
+    if not isinstance(found, protocol):
+        able = [n for n in backend_names() if n != name and _follows(n, protocol)]
         raise CellGraphError(
-            f"backend {name!r} evaluates cells but cannot train or load runs "
-            f"(training backends installed: {', '.join(trainers) or 'none'})"
-            + (f"; set backend={trainers[0]}" if trainers else "")
+            f"backend {name!r} evaluates cells but {cannot} "
+            f"({kind} backends installed: {', '.join(able) or 'none'})"
+            + (f"; set backend={able[0]}" if able else "")
         )
     return found
 
 
-def _trains(name: str) -> bool:
+def _follows(name: str, protocol: type) -> bool:
     try:
-        return isinstance(backend(name), TrainingBackend)
+        return isinstance(backend(name), protocol)
     except (CellGraphError, ImportError):
         return False

@@ -3,7 +3,8 @@
 It exposes the training modules (:mod:`~cellgraph.backends.torch.models.rrnn`,
 :mod:`~cellgraph.backends.torch.models.rrnn_gru`, :mod:`~cellgraph.backends.torch.models.gated`), the
 batched search (:mod:`~cellgraph.backends.torch.algorithm2.search`) and frozen cells
-(:mod:`~cellgraph.backends.torch.models.freeze`), and follows the core's
+(:mod:`~cellgraph.backends.torch.models.freeze`) and the cell search's evaluator
+(:mod:`~cellgraph.backends.torch.discover.evaluator`), and follows the core's
 :class:`cellgraph.backend.Backend` protocol: it evaluates core graphs on leaf vectors
 through a float64 :class:`FrozenCell` and returns numpy arrays.
 """
@@ -80,6 +81,15 @@ class TorchBackend:
         from cellgraph.backends.torch.runs.run import load_run
 
         return load_run(path, checkpoint, device)
+
+    def planted_evaluator(self, data, parsimony: float = 1e-3, num_threads: int | None = None, **fit: Any):
+        """The cell search's evaluator on planted regression data
+        (:class:`~cellgraph.backends.torch.discover.evaluator.PlantedEvaluator`); ``fit``: the
+        fields of :class:`~cellgraph.backends.torch.discover.fit.FitSettings` but ``epochs``."""
+        from cellgraph.backends.torch.discover.evaluator import PlantedEvaluator
+        from cellgraph.backends.torch.discover.fit import FitSettings
+
+        return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads)
 
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values

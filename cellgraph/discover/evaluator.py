@@ -13,16 +13,22 @@ implements it by training ``cell`` for ``epochs`` epochs with ``seed``. An evalu
 class sets ``resumes = True`` continues, when called again for the same cell and seed with
 more epochs, the training of its previous call (it keeps that state itself), so a
 successive-halving rung costs only its additional epochs (:mod:`cellgraph.discover.fidelity`).
+An evaluator may also set ``last_details`` after each call, a dict of JSON values about that
+evaluation (e.g. the raw validation error beside a penalised loss), which the search records
+as trial user attributes.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
+from cellgraph.errors import CellGraphError
 
-__all__ = ["Evaluator", "resumes"]
+__all__ = ["Evaluator", "Outcome", "resumes", "details", "measure"]
 
 
 class Evaluator(Protocol):
@@ -34,3 +40,34 @@ class Evaluator(Protocol):
 def resumes(evaluator: Evaluator) -> bool:
     """Whether ``evaluator`` continues its previous training of a cell (``resumes = True``)."""
     return bool(getattr(evaluator, "resumes", False))
+
+
+def details(evaluator: Evaluator) -> dict[str, Any]:
+    """What ``evaluator`` reported about its last evaluation (its ``last_details``; none: ``{}``)."""
+    return dict(getattr(evaluator, "last_details", None) or {})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluation: its finite ``loss``, or None and the ``error`` that failed it, and the
+    evaluator's ``details`` (:func:`details`; empty when the call raised)."""
+
+    loss: float | None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def measure(evaluator: Evaluator, cell: MultiCell, layout: Layout, epochs: int, seed: int) -> Outcome:
+    """Evaluate once; an exception or a non-finite loss fails this cell only (an error
+    message: a :class:`~cellgraph.errors.CellGraphError`'s own words, else the exception's type
+    and words)."""
+    reported: dict[str, Any] = {}
+    try:
+        loss = float(evaluator.evaluate(cell, layout, epochs, seed))
+        reported = details(evaluator)
+        if not math.isfinite(loss):
+            raise CellGraphError(f"the loss is {loss}")
+    except Exception as err:  # any failure of this cell fails it alone
+        return Outcome(None, str(err) if isinstance(err, CellGraphError) else f"{type(err).__name__}: {err}",
+                       reported)
+    return Outcome(loss, None, reported)

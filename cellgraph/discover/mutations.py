@@ -11,6 +11,10 @@ Each mutation is a pure function ``(root, rng, space) -> root`` that changes one
 * ``remove``: a node bypassed by one of its operands (every reader of the node reads that
   operand instead).
 
+:func:`neighbours` lists, in a fixed order, every valid child one ``op``, ``activation``,
+``kind``, ``rewire`` or ``remove`` change away (the identifiability check of
+docs/discover.md); ``insert`` is left out, as its new node's choices are a space of their own.
+
 A child may be invalid (:func:`cellgraph.discover.space.validate`); :func:`mutate` picks a
 mutation uniformly and returns the child with the mutation's name, or the reason it was
 rejected, for the search to count. ``op`` and ``rewire`` are the op and hidden-state
@@ -24,12 +28,15 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from cellgraph.cell.expr import Expr, Node
+from cellgraph.cell.expr import Expr, Leaf, Node
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.space import IDENTITY, CellSpace, kind, renumber, validate
 
-__all__ = ["MUTATIONS", "Mutation", "mutate", "change_op", "change_activation", "change_kind", "rewire",
-           "insert_node", "remove_node"]
+__all__ = ["MUTATIONS", "Mutation", "mutate", "neighbours", "change_op", "change_activation", "change_kind",
+           "rewire", "insert_node", "remove_node"]
+
+#: Operand sides, as :func:`neighbours` names them.
+SIDES = ("left", "right")
 
 
 def _substitute(root: Expr, old: Expr, new: Expr) -> Expr:
@@ -60,44 +67,64 @@ def _fresh(root: Expr) -> int:
     return 1 + max((n.tuple for n in root.internal_nodes()), default=IDENTITY)
 
 
-def _other(value: str, choices: tuple[str, ...], rng: random.Random) -> str:
-    others = [c for c in choices if c != value]
-    return rng.choice(others) if others else value
-
-
 def _pick(root: Expr, rng: random.Random) -> Node:
     return rng.choice(root.internal_nodes())
+
+
+def _replace(root: Expr, n: Node, replacements: list[Node], rng: random.Random) -> Expr:
+    """``root`` with ``n`` replaced by one of ``replacements`` drawn uniformly (``root`` when
+    there is none)."""
+    return _substitute(root, n, rng.choice(replacements)) if replacements else root
+
+
+def _ops(n: Node, space: CellSpace) -> list[Node]:
+    """``n`` with each other operation of the space."""
+    return [Node(op, n.act, n.tuple, n.left, n.right) for op in space.ops if op != n.op]
+
+
+def _activations(n: Node, space: CellSpace) -> list[Node]:
+    """``n`` with each other activation of the space."""
+    return [Node(n.op, act, n.tuple, n.left, n.right) for act in space.activations if act != n.act]
+
+
+def _kind_flipped(root: Expr, n: Node) -> Node:
+    """``n`` on the identity tuple when trainable, else on a tuple of its own."""
+    return Node(n.op, n.act, _fresh(root) if kind(n) == "I" else IDENTITY, n.left, n.right)
+
+
+def _rewired(root: Expr, n: Node, side: int, space: CellSpace) -> list[Node]:
+    """``n`` with operand ``side`` replaced by each other leaf or node that does not depend on it."""
+    out = []
+    for e in _free(root, n, space):
+        if e != n.children[side]:
+            operands = list(n.children)
+            operands[side] = e
+            out.append(Node(n.op, n.act, n.tuple, *operands))
+    return out
 
 
 def change_op(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     """A node's operation replaced by another of the space's."""
     n = _pick(root, rng)
-    return _substitute(root, n, Node(_other(n.op, space.ops, rng), n.act, n.tuple, n.left, n.right))
+    return _replace(root, n, _ops(n, space), rng)
 
 
 def change_activation(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     """A node's activation replaced by another of the space's."""
     n = _pick(root, rng)
-    return _substitute(root, n, Node(n.op, _other(n.act, space.activations, rng), n.tuple, n.left, n.right))
+    return _replace(root, n, _activations(n, space), rng)
 
 
 def change_kind(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     """A trainable node put on the identity tuple, or an identity node on a tuple of its own."""
     n = _pick(root, rng)
-    tuple_index = _fresh(root) if kind(n) == "I" else IDENTITY
-    return _substitute(root, n, Node(n.op, n.act, tuple_index, n.left, n.right))
+    return _substitute(root, n, _kind_flipped(root, n))
 
 
 def rewire(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     """One operand of a node replaced by another leaf or node that does not depend on it."""
     n = _pick(root, rng)
-    side = rng.randrange(2)
-    choices = [e for e in _free(root, n, space) if e != n.children[side]]
-    if not choices:
-        return root
-    operands = list(n.children)
-    operands[side] = rng.choice(choices)
-    return _substitute(root, n, Node(n.op, n.act, n.tuple, *operands))
+    return _replace(root, n, _rewired(root, n, rng.randrange(2), space), rng)
 
 
 def _new_node(operand: Expr, others: list[Expr], root: Expr, rng: random.Random, space: CellSpace) -> Node:
@@ -157,3 +184,44 @@ def mutate(root: Expr, rng: random.Random, space: CellSpace) -> Mutation:
     if reason is None and cell_hash(child) == cell_hash(root):
         reason = "same structure as the parent"
     return Mutation(None if reason else child, name, reason)
+
+
+def neighbours(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+    """Every valid candidate one ``op``, ``activation``, ``kind``, one-operand ``rewire`` or
+    ``remove`` change away from ``root``, deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
+    (the first change that reaches a structure names it) and without ``root``'s own structure.
+
+    The order is deterministic: nodes children first (``n0, n1, ...``, as
+    ``root.internal_nodes()`` lists them), and per node its ops, activations, kind, the rewires of
+    its left then right operand (to the space's leaves, then to the nodes that do not depend on
+    it) and its removals. A name says the change, e.g. ``"activation n2 sigmoid->tanh"`` or
+    ``"rewire n4 right h->n1"``.
+    """
+    nodes = root.internal_nodes()
+    label = {n: f"n{i}" for i, n in enumerate(nodes)}
+
+    def name(e: Expr) -> str:
+        return e.name if isinstance(e, Leaf) else label[e]  # type: ignore[index]
+
+    changes: list[tuple[str, Expr]] = []
+    for n in nodes:
+        at = name(n)
+        changes += [(f"op {at} {n.op}->{new.op}", _substitute(root, n, new)) for new in _ops(n, space)]
+        changes += [(f"activation {at} {n.act}->{new.act}", _substitute(root, n, new))
+                    for new in _activations(n, space)]
+        flipped = _kind_flipped(root, n)
+        changes.append((f"kind {at} {kind(n)}->{kind(flipped)}", _substitute(root, n, flipped)))
+        for side in (0, 1):
+            changes += [(f"rewire {at} {SIDES[side]} {name(n.children[side])}->{name(new.children[side])}",
+                         _substitute(root, n, new)) for new in _rewired(root, n, side, space)]
+        changes += [(f"remove {at} keep {SIDES[side]} {name(n.children[side])}", _substitute(root, n, n.children[side]))
+                    for side in (0, 1)]
+    seen = {cell_hash(root)}
+    out = []
+    for change, child in changes:
+        if validate(child, space) is None:
+            key = cell_hash(child)
+            if key not in seen:
+                seen.add(key)
+                out.append((change, child))
+    return out

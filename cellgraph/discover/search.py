@@ -21,12 +21,13 @@ Trial user attributes: ``cell`` (``cellgraph.dag`` document), ``hash``, ``origin
 (epochs reached), ``spent`` (epochs trained), ``reserve`` (epochs of the rung in progress),
 ``loss``, ``cpu_s`` (CPU seconds of this worker on the trial), ``rejected`` (reasons of the
 invalid candidates drawn before it), and ``duplicate_of``, ``error``, ``withdrawn`` or
-``stopped`` where they apply.
+``stopped`` where they apply; besides them, what the evaluator reported about its last rung
+(its ``last_details``, :mod:`cellgraph.discover.evaluator`), which :class:`Found` carries as
+``details``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import socket
@@ -42,7 +43,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import Entry, ResultCache, cell_from_json, cell_hash, cell_json
-from cellgraph.discover.evaluator import Evaluator, resumes
+from cellgraph.discover.evaluator import Evaluator, measure, resumes
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.discover.storage import open_search, open_search_storage, storage_name
@@ -57,17 +58,22 @@ __all__ = ["Found", "TargetHit", "Discovery", "discover"]
 #: Proposals in a row that train nothing (duplicates, cells running elsewhere) after which a
 #: worker stops: the strategy keeps proposing what the study already has.
 IDLE_LIMIT = 5000
+#: The trial user attributes the search itself writes (module docstring); the others are the evaluator's.
+BOOKKEEPING = frozenset({"cell", "hash", "origin", "parent", "worker", "fidelity", "spent", "reserve", "loss",
+                         "cpu_s", "rejected", "duplicate_of", "error", "withdrawn", "stopped", "budget"})
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 @dataclass(frozen=True)
 class Found:
-    """A candidate that reached full fidelity: trial number, hash, loss and cell document."""
+    """A candidate that reached full fidelity: trial number, hash, loss, cell document and what
+    the evaluator reported about it (``details``)."""
 
     trial: int
     hash: str
     loss: float
     cell: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -250,13 +256,13 @@ class _Search:
                 state = TrialState.PRUNED if rung else TrialState.FAIL
                 trial.set_user_attr("withdrawn" if not rung else "budget", "the budget is spent")
                 break
-            try:
-                loss = float(self.evaluator.evaluate(cell, layout, epochs, self.seed))
-                if not math.isfinite(loss):
-                    raise CellGraphError(f"the loss is {loss}")
-            except Exception as err:  # any failure of this cell fails its trial only
-                trial.set_user_attr("error", str(err) if isinstance(err, CellGraphError) else f"{type(err).__name__}: {err}")
-                state, loss = TrialState.FAIL, None
+            outcome = measure(self.evaluator, cell, layout, epochs, self.seed)
+            for name, value in outcome.details.items():
+                trial.set_user_attr(name, value)
+            loss = outcome.loss
+            if outcome.error is not None:
+                trial.set_user_attr("error", outcome.error)
+                state = TrialState.FAIL
             spent += cost
             for name, value in (("spent", spent), ("reserve", 0), ("fidelity", epochs)):
                 trial.set_user_attr(name, value)
@@ -281,7 +287,8 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
     best: dict[str, Found] = {}
     for t in trials:
         if t.state == TrialState.COMPLETE and t.user_attrs["hash"] not in best:
-            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"])
+            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
+                                               {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
     rejected: Counter = Counter()
     spent = cpu = 0.0
     hit = None
@@ -303,7 +310,8 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
 def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget: float, *,
              fidelity: Fidelity = Fidelity(), storage: str | None = None, study: str = "discover",
              run_dir: str | Path | None = None, seed: int = 0, worker: int = 0,
-             target_hash: str | None = None, keep: int = 5, show_progress: bool = True) -> Discovery:
+             target_hash: str | None = None, keep: int = 5, show_progress: bool = True,
+             settings: dict[str, Any] | None = None) -> Discovery:
     """Run (or join, or resume) the search ``study`` until ``budget`` full-fidelity evaluations
     are spent, and report it.
 
@@ -320,13 +328,16 @@ def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget:
         target_hash: a planted cell's :func:`~cellgraph.discover.cache.cell_hash`: the result
             says when a trial first had it (exact recovery).
         keep: how many of the best full-fidelity cells the result lists.
+        settings: what else the losses depend on (the evaluator's data and training, JSON),
+            recorded with the study's settings: a worker with other ones is refused.
     """
     if not budget > 0:
         raise CellGraphError(f"the budget must be a positive number of evaluations, got {budget}")
     check = getattr(strategy, "check", None)
     if check is not None:
         check(space)
-    spec = {"space": space.to_dict(), "fidelity": fidelity.to_dict(), "strategy": strategy.to_dict(), "seed": seed}
+    spec = {"space": space.to_dict(), "fidelity": fidelity.to_dict(), "strategy": strategy.to_dict(), "seed": seed,
+            **({} if settings is None else {"evaluator": settings})}
     store = open_search_storage(storage, run_dir)
     search_study = open_search(store, study, spec)
     if run_dir is not None:

@@ -30,8 +30,8 @@ from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.errors import CellGraphError
 
-__all__ = ["IDENTITY", "KINDS", "CANDIDATE_LAYOUT", "CellSpace", "kind", "renumber", "to_cell", "from_cell",
-           "validate", "sample_cell"]
+__all__ = ["IDENTITY", "KINDS", "CANDIDATE_LAYOUT", "CellSpace", "kind", "complexity", "renumber", "to_cell",
+           "from_cell", "validate", "sample_cell"]
 
 #: The tuple index of the identity tuple in a candidate; trainable nodes use 1, 2, ...
 IDENTITY = 0
@@ -90,6 +90,13 @@ class CellSpace:
 def kind(node: Node) -> str:
     """``"I"`` for a node on the identity tuple, ``"W"`` otherwise."""
     return "I" if node.tuple == IDENTITY else "W"
+
+
+def complexity(root: Expr) -> int:
+    """The size a parsimony term charges: distinct generated nodes plus trainable (``W``) nodes,
+    so that a trainable node costs twice an identity one (docs/discover.md, *Identifiability*)."""
+    nodes = root.internal_nodes()
+    return len(nodes) + sum(1 for n in nodes if kind(n) == "W")
 
 
 def renumber(root: Expr, order: tuple[Node, ...] | None = None) -> Expr:

@@ -106,3 +106,28 @@ def test_a_recovered_target_is_reported_with_its_cost():
                       target_hash=cell_hash(target), show_progress=False)
     assert result.target is not None and result.target.trial == 0 and result.target.evaluations == 1
     assert result.best[0].hash == cell_hash(target) == cell_hash(cell_from_json(result.best[0].cell))
+
+
+class Reporting(StructureEvaluator):
+    """Reports the epochs it was called with, as an evaluator's ``last_details``."""
+
+    def evaluate(self, cell, layout, epochs, seed):
+        self.last_details = {"epochs_seen": epochs, "raw": 1.5}
+        return super().evaluate(cell, layout, epochs, seed)
+
+
+def test_what_the_evaluator_reports_is_recorded_per_trial_and_carried_by_the_best(tmp_path):
+    result = discover(SMALL, Reporting(small()), RandomSearch(), 4, fidelity=Fidelity((2,)), show_progress=False,
+                      run_dir=tmp_path)
+    assert result.best and all(f.details == {"epochs_seen": 2, "raw": 1.5} for f in result.best)
+    study = optuna.load_study(study_name="discover", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    trained = [t for t in study.get_trials() if "duplicate_of" not in t.user_attrs]
+    assert all(t.user_attrs["epochs_seen"] == 2 for t in trained)
+
+
+def test_a_worker_with_other_evaluator_settings_is_refused(tmp_path):
+    discover(SMALL, StructureEvaluator(small()), RandomSearch(), 2, run_dir=tmp_path, show_progress=False,
+             settings={"parsimony": 0.001})
+    with pytest.raises(CellGraphError, match="evaluator"):
+        discover(SMALL, StructureEvaluator(small()), RandomSearch(), 3, run_dir=tmp_path, show_progress=False,
+                 settings={"parsimony": 0.01})

@@ -1,0 +1,187 @@
+"""The recovery suite: does the discrete cell search find planted teachers, and at what cost?
+(docs/discover.md, *The recovery suite*).
+
+Every run is one ``cellgraph discover`` command (a subprocess) with its own ``RUN_DIR``,
+``ROOT/TARGET-STRATEGY-sSEED`` (``random:0`` written ``random0``), its output in
+``ROOT/NAME.log``; a run whose ``discovery.json`` records at least the budget asked is kept, any
+other is started or resumed (the command resumes its study), so the suite reruns. With
+``--identify`` each target's identifiability check runs too (``ROOT/identify-TARGET``, its
+neighbours limited by ``--identify-limit``). Arguments after ``--`` go to every command (data
+sizes, epochs, restarts, parsimony...).
+
+    python -m cellgraph.benchmarks.recovery --root runs/recovery --records results/recovery --jobs 2 -- --fidelity 5,20
+
+``--records DIR`` copies each ended run's small records (``discovery.json``, ``identify.json``,
+``best/``, the log; never ``study.db``) to ``DIR``; ``--table`` runs nothing and prints, from
+``--records`` (else ``--root``), per target and strategy: exact recoveries over seeds, the median
+full-fidelity evaluations and CPU seconds up to the first recovery (over the seeds that recovered),
+the median best objective, the duplicates reused (all seeds) and the target's identifiability
+verdict (``PASS``/``FAIL``, ``-`` when not checked): a target that fails it cannot be recovered by
+an objective that does not tell it from a neighbour, and is shown as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TARGETS", "STRATEGIES", "SEEDS", "run_name", "runs", "run_one", "keep_record", "summarize", "table",
+           "main"]
+
+TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
+STRATEGIES = ("evolution", "random")
+SEEDS = 3
+#: The full-fidelity evaluations of a run by default.
+BUDGET = 200
+#: What a run's record keeps (besides its log): small files, never the study's database.
+RECORD = ("discovery.json", "identify.json", "best")
+
+
+def run_name(target: str, strategy: str | None = None, seed: int | None = None) -> str:
+    """``TARGET-STRATEGY-sSEED``, or ``identify-TARGET`` without a strategy."""
+    plain = target.replace(":", "")
+    return f"identify-{plain}" if strategy is None else f"{plain}-{strategy}-s{seed}"
+
+
+def runs(targets: tuple[str, ...] = TARGETS, strategies: tuple[str, ...] = STRATEGIES, seeds: int = SEEDS,
+         budget: float = BUDGET, extra: tuple[str, ...] = (), identify: bool = False,
+         identify_limit: int | None = None) -> list[tuple[str, list[str], float | None]]:
+    """``(name, cellgraph discover arguments, budget or None for a check)`` of every run."""
+    out: list[tuple[str, list[str], float | None]] = []
+    for target in targets:
+        if identify:
+            limit = [] if identify_limit is None else ["--limit", str(identify_limit)]
+            out.append((run_name(target), ["--teacher", target, "--identify", *limit, *extra], None))
+        for strategy in strategies:
+            for seed in range(seeds):
+                out.append((run_name(target, strategy, seed), ["--teacher", target, "--strategy", strategy,
+                                                               "--seed", str(seed), "--budget", f"{budget:g}",
+                                                               *extra], budget))
+    return out
+
+
+def _done(folder: Path, budget: float | None) -> bool:
+    """Whether the run in ``folder`` ended: a search whose ``discovery.json`` records ``budget``
+    or more, a check whose ``identify.json`` has its verdict."""
+    if budget is None:
+        path = folder / "identify.json"
+        return path.exists() and "verdict" in json.loads(path.read_text())
+    path = folder / "discovery.json"
+    return path.exists() and json.loads(path.read_text())["budget"] >= budget
+
+
+def run_one(root: Path, name: str, args: list[str], budget: float | None, records: Path | None = None) -> str:
+    """Run (or resume, or keep) one command; once it has ended, copy its record to ``records``."""
+    folder = root / name
+    if _done(folder, budget):
+        line = f"{name}: done"
+    else:
+        cmd = [sys.executable, "-m", "cellgraph", "discover", *args, "--dir", str(folder)]
+        with open(root / f"{name}.log", "a") as log:
+            code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        line = f"{name}: exit {code}"
+    if records is not None and _done(folder, budget):
+        keep_record(root, name, records)
+    return line
+
+
+def keep_record(root: Path, name: str, records: Path) -> None:
+    """Copy run ``name``'s :data:`RECORD` files and its log from ``root`` to ``records/name``."""
+    dest = records / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in RECORD:
+        path = root / name / item
+        if path.is_dir():
+            shutil.rmtree(dest / item, ignore_errors=True)
+            shutil.copytree(path, dest / item)
+        elif path.is_file():
+            shutil.copy2(path, dest / item)
+    if (root / f"{name}.log").exists():
+        shutil.copy2(root / f"{name}.log", dest / f"{name}.log")
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(target, strategy) -> the table's columns, read from the runs' ``discovery.json`` and the
+    targets' ``identify.json`` under ``folder``."""
+    verdicts = {}
+    for path in sorted(folder.glob("identify-*/identify.json")):
+        stored = json.loads(path.read_text())
+        if "verdict" in stored:
+            verdicts[path.parent.name] = "PASS" if stored["verdict"]["passed"] else "FAIL"
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for path in sorted(folder.glob("*/discovery.json")):
+        found = json.loads(path.read_text())
+        grouped.setdefault((found["config"]["teacher"], found["config"]["strategy"]), []).append(found)
+    rows = {}
+    for (target, strategy), found in sorted(grouped.items()):
+        hits = [f["result"]["target"] for f in found if f["result"]["target"] is not None]
+        rows[(target, strategy)] = {
+            "recovered": len(hits), "seeds": len(found),
+            "evaluations": _median([h["evaluations"] for h in hits]),
+            "cpu_s": _median([h["cpu_seconds"] for h in hits]),
+            "best": _median([f["best"][0]["objective"] for f in found if f["best"]]),
+            "duplicates": sum(f["result"]["duplicates"] for f in found),
+            "identifiable": verdicts.get(run_name(target), "-")}
+    return rows
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(folder: Path) -> str:
+    """The table of :func:`summarize`, one line per target and strategy."""
+    lines = [f"{'target':<10} {'strategy':<10} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
+             f"{'dups':>5} identifiable"]
+    for (target, strategy), row in summarize(folder).items():
+        lines.append(f"{target:<10} {strategy:<10} {row['recovered']:>5}/{row['seeds']:<3} "
+                     f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
+                     f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['identifiable']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                epilog="arguments after -- go to every cellgraph discover command")
+    p.add_argument("--root", default="runs/recovery", help="where the runs go (default %(default)s)")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="copy each ended run's records here; the table reads DIR (default: ROOT)")
+    p.add_argument("--targets", nargs="+", default=list(TARGETS), metavar="NAME", help="default: %(default)s")
+    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    p.add_argument("--seeds", type=int, default=SEEDS, help="seeds 0..N-1 (default %(default)s)")
+    p.add_argument("--budget", type=float, default=BUDGET,
+                   help="full-fidelity evaluations per run (default %(default)s)")
+    p.add_argument("--jobs", type=int, default=1, help="commands at a time (default 1)")
+    p.add_argument("--identify", action="store_true", help="also run each target's identifiability check")
+    p.add_argument("--identify-limit", type=int, default=None, metavar="N",
+                   help="neighbours per check (default all)")
+    p.add_argument("--table", action="store_true", help="run nothing: print the table")
+    a = p.parse_args(own)
+    if a.jobs < 1 or a.seeds < 1 or not a.budget > 0:
+        p.error("--jobs and --seeds must be >= 1 and --budget > 0")
+    root, records = Path(a.root), a.records and Path(a.records)
+    if not a.table:
+        root.mkdir(parents=True, exist_ok=True)
+        todo = runs(tuple(a.targets), tuple(a.strategies), a.seeds, a.budget, tuple(extra), a.identify,
+                    a.identify_limit)
+        with ThreadPoolExecutor(a.jobs) as pool:
+            for line in pool.map(lambda job: run_one(root, *job, records), todo):
+                print(line, flush=True)
+    print(table(records or root))
+
+
+if __name__ == "__main__":
+    main()

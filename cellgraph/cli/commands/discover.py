@@ -1,0 +1,293 @@
+"""``cellgraph discover``: the discrete cell search on the planted regression task, and its
+identifiability check (docs/discover.md, *The command line*)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from cellgraph.cli.commands import add_backend_flag
+
+_DESCRIPTION = (
+    "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
+    "the teacher's standardised readout (--teacher: mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED), "
+    "each candidate is trained from scratch (--restarts initialisations, the best one's validation MSE) and "
+    "scored by val_mse + PARSIMONY * complexity (generated nodes + trainable nodes). The search "
+    "(--strategy) spends --budget full-fidelity evaluations; candidates are cached by structure, so no "
+    "structure trains twice. RUN_DIR gets study.db (the search's state), discovery.json (result, settings, "
+    "versions) and best/cell_K.json (cellgraph.dag documents, docs/FORMAT.md); the best cells are printed "
+    "as forms and equations, each marked when it recovers the teacher. Rerun the same command to resume a "
+    "killed search; a second process with the same flags and its own --worker joins it. With --identify, "
+    "instead of searching, train the teacher's structure, the GRU and every single-change neighbour of the "
+    "teacher once at full fidelity and say whether the teacher scores best by --margin (RUN_DIR/identify.json, "
+    "written as results come; a rerun skips the done ones)."
+)
+_EXAMPLES = ("cellgraph discover --teacher mgu --budget 200 --fidelity 5,20",
+             "cellgraph discover --teacher mgu --budget 100 --seed-target gru",
+             "cellgraph discover --teacher mgu --identify --limit 20")
+#: The planted data's sizes: flag -> load_planted_values argument and its default.
+_SIZES = {"n_train": 1000, "n_val": 200, "n_test": 200, "seq_len": 10, "p": 8, "n_out": 8}
+#: The fit's settings besides epochs: flag -> FitSettings field and its default.
+_FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip": (float, 1.0)}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("discover", help="search cell structures on a planted teacher's values (exact recovery); "
+                       "--identify: does the teacher's structure score best among its neighbours",
+                       description=_DESCRIPTION, epilog="examples: " + "; ".join(_EXAMPLES))
+    p.add_argument("--teacher", required=True, metavar="NAME",
+                   help="planted teacher: mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state cells)")
+    p.add_argument("--identify", action="store_true",
+                   help="run the identifiability check instead of the search")
+    p.add_argument("--dir", metavar="RUN_DIR", default=None,
+                   help="output folder (default discoveries/TEACHER-STRATEGY-sSEED, discoveries/identify-TEACHER)")
+    search = p.add_argument_group("search")
+    search.add_argument("--strategy", choices=("evolution", "random"), default="evolution",
+                        help="regularized evolution or random search (default evolution)")
+    search.add_argument("--budget", type=float, default=None, metavar="N",
+                        help="full-fidelity evaluations for the whole study (required to search)")
+    search.add_argument("--population", type=int, default=20, help="evolution's population (default 20)")
+    search.add_argument("--sample", type=int, default=5, help="evolution's sample size (default 5)")
+    search.add_argument("--seed-cells", nargs="+", default=[], metavar="FILE",
+                        help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution from")
+    search.add_argument("--seed-target", action="append", default=[], metavar="NAME",
+                        help="a target's cell to start evolution from, e.g. gru (repeatable)")
+    search.add_argument("--storage", metavar="URL", default=None,
+                        help="sqlite:///PATH, postgresql://... or journal:PATH (default RUN_DIR/study.db)")
+    search.add_argument("--study", metavar="NAME", default="discover", help="study name (default discover)")
+    search.add_argument("--worker", type=int, default=0, metavar="K",
+                        help="this worker's number, distinct per process of one study (default 0)")
+    search.add_argument("--keep", type=int, default=5, metavar="N", help="best cells to write and print (default 5)")
+    train = p.add_argument_group("training of each candidate")
+    train.add_argument("--epochs", type=int, default=None, metavar="E", help="full fidelity in epochs (default 20)")
+    train.add_argument("--fidelity", default=None, metavar="E1,E2,...",
+                       help="successive-halving rungs in epochs, the last full fidelity (instead of --epochs)")
+    train.add_argument("--eta", type=int, default=3, help="successive halving's reduction factor (default 3)")
+    for name, (kind, default) in _FIT.items():
+        train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"(default {default})")
+    train.add_argument("--parsimony", type=float, default=1e-3, metavar="LAMBDA",
+                       help="weight of the complexity in the objective (default 1e-3)")
+    train.add_argument("--seed", type=int, default=0, help="training and proposal seed (default 0)")
+    train.add_argument("--num-threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
+    add_backend_flag(train, "torch", "the backend plugin that trains the candidates (default torch)")
+    data = p.add_argument_group("planted data")
+    data.add_argument("--data-seed", type=int, default=0, help="seed of the inputs and teacher weights (default 0)")
+    for name, default in _SIZES.items():
+        data.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, help=f"(default {default})")
+    data.add_argument("--weight-scale", type=float, default=2.0, help="teacher weight scale (default 2)")
+    ident = p.add_argument_group("--identify")
+    ident.add_argument("--limit", type=int, default=None, metavar="N",
+                       help="evaluate N neighbours drawn by --seed (default all)")
+    ident.add_argument("--margin", type=float, default=0.1,
+                       help="PASS when the best other objective exceeds the teacher's by this fraction (default 0.1)")
+    ident.add_argument("--top", type=int, default=10, help="rows of the table (default 10)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cellgraph.errors import CellGraphError
+
+    try:
+        import optuna
+    except ModuleNotFoundError:
+        from cellgraph.cli.commands.tune import MISSING
+
+        raise CellGraphError(MISSING) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _check(args)
+    try:
+        return _identify(args) if args.identify else _search(args)
+    except KeyboardInterrupt:
+        print("interrupted: run the same command to resume", file=sys.stderr)
+        return 130
+
+
+def _check(args: argparse.Namespace) -> None:
+    from cellgraph.errors import CellGraphError
+
+    if args.epochs is not None and args.fidelity is not None:
+        raise CellGraphError("give --epochs or --fidelity, not both")
+    positive = {"--keep": args.keep, "--population": args.population, "--num-threads": args.num_threads,
+                **{f"--{k.replace('_', '-')}": getattr(args, k) for k in _SIZES}}
+    bad = [f"{flag} {value}" for flag, value in positive.items() if value < 1]
+    if bad:
+        raise CellGraphError(f"must be >= 1: {', '.join(bad)}")
+    if not args.identify and args.budget is None:
+        raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
+    if (args.seed_cells or args.seed_target) and args.strategy != "evolution":
+        raise CellGraphError("--seed-cells and --seed-target start evolution: use --strategy evolution")
+
+
+def _fidelity(args: argparse.Namespace):
+    from cellgraph.discover import Fidelity
+    from cellgraph.errors import CellGraphError
+
+    if args.fidelity is None:
+        return Fidelity((args.epochs or 20,), args.eta)
+    try:
+        rungs = tuple(int(e) for e in args.fidelity.split(","))
+    except ValueError:
+        raise CellGraphError(f"--fidelity {args.fidelity!r}: give increasing epochs such as 5,20") from None
+    return Fidelity(rungs, args.eta)
+
+
+def _setup(args: argparse.Namespace):
+    """The planted data, the teacher's candidate, the evaluator and the settings they depend on."""
+    from cellgraph.backend import discover_backend
+    from cellgraph.data.planted_values import load_planted_values
+    from cellgraph.discover import CellSpace, from_cell, validate
+    from cellgraph.errors import CellGraphError
+
+    data = load_planted_values(args.teacher, args.data_seed, weight_scale=args.weight_scale,
+                               **{k: getattr(args, k) for k in _SIZES})
+    if len(data.cell.states) != 1:
+        raise CellGraphError(f"teacher {args.teacher} has {len(data.cell.states)} states; the search finds "
+                             "one-state cells")
+    teacher = from_cell(data.cell, data.layout)
+    reason = validate(teacher, CellSpace())
+    if reason:
+        raise CellGraphError(f"teacher {args.teacher} is not a candidate of the search's space: {reason}")
+    fit = {k: getattr(args, k) for k in _FIT}
+    evaluator = discover_backend(args.backend).planted_evaluator(data, args.parsimony, args.num_threads, **fit)
+    settings = {"data": data.info(), "fit": fit, "parsimony": args.parsimony, "backend": args.backend}
+    return data, teacher, evaluator, settings
+
+
+def _record(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's settings (every flag), seed and package versions."""
+    from cellgraph.experiment.runs import package_versions
+
+    return {"config": {k: v for k, v in vars(args).items() if k != "func"}, "seed": args.seed,
+            "versions": package_versions()}
+
+
+def _seeds(args: argparse.Namespace) -> tuple:
+    from cellgraph.discover import cell_from_json, from_cell
+    from cellgraph.errors import CellGraphError
+    from cellgraph.files import read_json
+    from cellgraph.targets import target
+
+    seeds = []
+    for path in args.seed_cells:
+        try:
+            seeds.append(cell_from_json(read_json(path)))
+        except CellGraphError as err:
+            raise CellGraphError(f"--seed-cells {path}: {err}") from None
+    for name in args.seed_target:
+        t = target(name)
+        seeds.append(from_cell(t.cell, t.layout))
+    return tuple(seeds)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from cellgraph.discover import CellSpace, RandomSearch, RegularizedEvolution, cell_hash, discover
+    from cellgraph.files import write_json
+
+    fidelity = _fidelity(args)
+    seeds = _seeds(args)
+    strategy = (RegularizedEvolution(args.population, args.sample, seeds) if args.strategy == "evolution"
+                else RandomSearch())
+    data, teacher, evaluator, settings = _setup(args)
+    folder = Path(args.dir or Path("discoveries") / f"{args.teacher.replace(':', '')}-{args.strategy}-s{args.seed}")
+    result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
+                      study=args.study, run_dir=folder, seed=args.seed, worker=args.worker,
+                      target_hash=cell_hash(teacher), keep=args.keep, settings=settings)
+    best = []
+    (folder / "best").mkdir(exist_ok=True)
+    for rank, found in enumerate(result.best, 1):
+        path = folder / "best" / f"cell_{rank}.json"
+        write_json(path, found.cell)
+        best.append({"rank": rank, "trial": found.trial, "hash": found.hash, "objective": found.loss,
+                     "recovers": found.hash == cell_hash(teacher), "file": str(path.relative_to(folder)),
+                     **found.details})
+    write_json(folder / "discovery.json", {**_record(args), "budget": args.budget,
+                                           "data": data.info(), "teacher": _teacher(args.teacher, teacher),
+                                           "evaluator": settings, "result": result.to_dict(), "best": best})
+    _print_search(args, folder, teacher, result, best)
+    return 0
+
+
+def _teacher(name: str, root) -> dict[str, Any]:
+    from cellgraph.discover import cell_hash
+    from cellgraph.discover.space import complexity
+
+    return {"name": name, "hash": cell_hash(root), "form": _form(root), "complexity": complexity(root)}
+
+
+def _form(root) -> str:
+    """The one-line form of candidate ``root`` (as ``cellgraph target --format form`` prints)."""
+    from cellgraph.algorithms.canonical import canonical_string
+    from cellgraph.discover import to_cell
+
+    cell, layout = to_cell(root)
+    return f"h = {canonical_string(cell.output, layout)}"
+
+
+def _equations(root, indent: str = "    ") -> str:
+    from cellgraph.discover import to_cell
+    from cellgraph.export.symbolic import equations, sstr
+
+    return "\n".join(indent + line for line in sstr(equations(*to_cell(root))).splitlines())
+
+
+def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
+    from cellgraph.discover import cell_from_json
+
+    print(f"teacher {args.teacher}: {_form(teacher)}")
+    print(_equations(teacher))
+    hit = result.target
+    print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
+          f"{result.duplicates} duplicates reused, {result.skipped} skipped; "
+          + (f"recovered the teacher at trial #{hit.trial} after {hit.evaluations:g} evaluations, "
+             f"{hit.cpu_seconds:.1f} CPU s" if hit else "the teacher was not recovered"))
+    for row, found in zip(best, result.best):
+        root = cell_from_json(found.cell)
+        extra = ", ".join(f"{k} {row[k]:.4g}" for k in ("val_mse", "test_mse") if k in row)
+        print(f"\n#{row['rank']} trial {row['trial']}: objective {row['objective']:.4g}"
+              + (f" ({extra}, complexity {row['complexity']})" if extra else "")
+              + (f", recovers {args.teacher}" if row["recovers"] else "") + f"; {folder / row['file']}")
+        print(f"  {_form(root)}")
+        print(_equations(root))
+    print(f"\nwrote {folder / 'discovery.json'}")
+
+
+def _identify(args: argparse.Namespace) -> int:
+    from cellgraph.discover import CellSpace, from_cell
+    from cellgraph.discover.identify import identify
+    from cellgraph.targets import target
+
+    full = _fidelity(args).full
+    data, teacher, evaluator, settings = _setup(args)
+    gru = target("gru")
+    folder = Path(args.dir or Path("discoveries") / f"identify-{args.teacher.replace(':', '')}")
+    spec = {**settings, "epochs": full, "seed": args.seed}
+    found = identify(teacher, from_cell(gru.cell, gru.layout), CellSpace(), evaluator, full, args.seed,
+                     folder / "identify.json", spec, limit=args.limit, margin=args.margin)
+    _print_identify(args, teacher, found)
+    print(f"wrote {folder / 'identify.json'}")
+    return 0
+
+
+def _print_identify(args: argparse.Namespace, teacher, found) -> None:
+    print(f"teacher {args.teacher}: {_form(teacher)}")
+    print(f"{len(found.rows)} structures at {_fidelity(args).full} epochs: the teacher, "
+          + ("the GRU, " if found.row("gru") else "") + f"{len(found.rows) - 1 - bool(found.row('gru'))} neighbours")
+    order = sorted(found.rows, key=lambda r: (r.objective is None, r.objective or 0.0))
+    shown = [r for k, r in enumerate(order) if k < args.top or r.name in ("teacher", "gru")]
+    print(f"{'rank':>4} {'objective':>10} {'val_mse':>10} {'cplx':>4}  structure")
+    for r in shown:
+        rank = order.index(r) + 1
+        obj = "failed" if r.objective is None else f"{r.objective:.4g}"
+        print(f"{rank:>4} {obj:>10} {r.details.get('val_mse', float('nan')):>10.4g} "
+              f"{r.details.get('complexity', '-')!s:>4}  {r.name}" + (f" ({r.error})" if r.error else ""))
+    other, gru = found.best_other, found.row("gru")
+    gap = "-" if found.gap is None else f"{found.gap:+.1%}"
+    print(f"teacher {_value(found.teacher)}; best other {other.name if other else '-'} {_value(other)}; "
+          f"gru {_value(gru) if gru else '(the teacher)'}; margin {gap} (required {args.margin:.0%}): "
+          + ("PASS" if found.passed else "FAIL"))
+
+
+def _value(row) -> str:
+    return "-" if row is None or row.objective is None else f"{row.objective:.4g}"

@@ -1,0 +1,69 @@
+"""``cellgraph discover``: a tiny search and identifiability check end to end, resumed, and bad input."""
+
+import json
+
+import pytest
+
+from cellgraph.cli.main import main
+from cellgraph.discover.cache import cell_from_json, cell_hash
+from cellgraph.discover.space import from_cell
+from cellgraph.export.jsonio import load_document
+from cellgraph.targets import target
+
+pytest.importorskip("torch")
+pytest.importorskip("optuna")
+SIZES = ["--n-train", "50", "--n-val", "20", "--n-test", "20", "--seq-len", "4", "--p", "4", "--n-out", "2"]
+TINY = [*SIZES, "--epochs", "1", "--restarts", "2", "--num-threads", "1"]
+
+
+def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resumes(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["discover", "--teacher", "mgu", "--budget", "4", "--population", "2", "--sample", "1",
+            "--seed-target", "mgu", "--keep", "2", "--dir", str(run), *TINY]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "teacher mgu: h = " in out and "c_1 = sigma(" in out and "recovered the teacher at trial #0" in out
+    record = json.loads((run / "discovery.json").read_text())
+    mgu = target("mgu")
+    assert record["teacher"]["hash"] == cell_hash(from_cell(mgu.cell, mgu.layout))
+    assert record["result"]["evaluations"] == 4 and record["config"]["parsimony"] == 1e-3
+    assert "torch" in record["versions"] and record["data"]["n_train"] == 50
+    assert len(record["best"]) == 2 and {"val_mse", "test_mse", "complexity"} <= set(record["best"][0])
+    for row in record["best"]:
+        doc = load_document(run / row["file"])  # the cellgraph.dag document trees --save writes
+        assert doc.kind == "dag" and cell_hash(cell_from_json(json.loads((run / row["file"]).read_text()))) == row["hash"]
+        assert row["objective"] == pytest.approx(row["val_mse"] + 1e-3 * row["complexity"])
+    assert any(row["recovers"] for row in record["best"]) == ("recovers mgu" in out)
+    assert main(args) == 0  # the budget is spent: nothing more trains
+    assert json.loads((run / "discovery.json").read_text())["result"]["trials"] == record["result"]["trials"]
+    assert main([*args[:4], "5", *args[5:]]) == 0  # a larger budget goes on
+    assert json.loads((run / "discovery.json").read_text())["result"]["evaluations"] == 5
+    assert main([*args, "--parsimony", "0.5"]) == 2
+    assert "other settings (evaluator" in capsys.readouterr().err
+
+
+def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
+    folder = tmp_path / "id"
+    assert main(["discover", "--teacher", "mgu", "--identify", "--limit", "2", "--dir", str(folder), *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "structures at 1 epochs: the teacher, the GRU, 2 neighbours" in out
+    assert out.count("\n") > 5 and ("PASS" in out) != ("FAIL" in out)
+    stored = json.loads((folder / "identify.json").read_text())
+    assert [r["name"] for r in stored["rows"]][:2] == ["teacher", "gru"] and len(stored["rows"]) == 4
+    assert stored["verdict"]["margin"] == 0.1 and stored["verdict"]["passed"] == ("PASS" in out)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--teacher", "lstm", "--budget", "2"], "lstm has 2 states"),
+    (["--teacher", "nope", "--budget", "2"], "unknown target 'nope'"),
+    (["--teacher", "mgu"], "--budget N"),
+    (["--teacher", "mgu", "--budget", "2", "--epochs", "2", "--fidelity", "1,2"], "not both"),
+    (["--teacher", "mgu", "--budget", "2", "--fidelity", "3,1"], "increasing"),
+    (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "--strategy evolution"),
+    (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, args, words):
+    assert main(["discover", *args, "--dir", str(tmp_path / "r"), *SIZES]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1

@@ -1,0 +1,76 @@
+import random
+
+import pytest
+
+from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.identify import contenders, identify
+from cellgraph.discover.mutations import mutate, neighbours
+from cellgraph.discover.space import CellSpace, complexity, from_cell, validate
+from cellgraph.discover.synthetic import StructureEvaluator
+from cellgraph.errors import CellGraphError
+from cellgraph.targets import target
+from tests.discover.cells import gru, small
+
+SPACE = CellSpace()
+SPEC = {"evaluator": "structure"}
+
+
+def mgu():
+    t = target("mgu")
+    return from_cell(t.cell, t.layout)
+
+
+def test_complexity_counts_generated_nodes_and_trainable_ones_again():
+    assert complexity(mgu()) == 7 + 2 and complexity(gru()) == 8 + 3 and complexity(small()) == 4 + 2
+
+
+@pytest.mark.parametrize("root", [mgu(), gru(), small()], ids=["mgu", "gru", "small"])
+def test_neighbours_are_valid_distinct_and_every_single_change_mutate_makes(root):
+    found = neighbours(root, SPACE)
+    keys = [cell_hash(child) for _, child in found]
+    assert len(set(keys)) == len(keys) and cell_hash(root) not in keys
+    assert all(validate(child, SPACE) is None for _, child in found)
+    assert neighbours(root, SPACE) == found  # deterministic
+    rng, made = random.Random(0), set()
+    for _ in range(400):
+        m = mutate(root, rng, SPACE)
+        if m.child is not None and m.name != "insert":
+            made.add(cell_hash(m.child))
+    assert made and made <= set(keys)  # fails if neighbours misses a kind of change
+
+
+def test_neighbour_names_say_the_change():
+    names = [name for name, _ in neighbours(small(), SPACE)]
+    assert "op n0 add->mul" in names and any(n.startswith("rewire n3 right") for n in names)
+    assert any(n.startswith("remove ") for n in names) and any(n.startswith("kind ") for n in names)
+
+
+def test_contenders_put_the_teacher_and_gru_first_and_a_larger_limit_extends_a_smaller_one():
+    few, more = contenders(mgu(), gru(), SPACE, 3, seed=1), contenders(mgu(), gru(), SPACE, 6, seed=1)
+    assert [n for n, _ in few[:2]] == ["teacher", "gru"] and len(few) == 5 and more[:5] == few
+    assert [n for n, _ in contenders(gru(), gru(), SPACE, 0)] == ["teacher"]
+
+
+class Counting(StructureEvaluator):
+    def evaluate(self, cell, layout, epochs, seed):
+        self.last_details = {"complexity": complexity(from_cell(cell, layout))}
+        return super().evaluate(cell, layout, epochs, seed)
+
+
+def test_the_teacher_passes_when_the_objective_singles_it_out_and_a_rerun_skips_what_is_done(tmp_path):
+    path = tmp_path / "identify.json"
+    first = identify(mgu(), gru(), SPACE, Counting(mgu(), noise=0.0), 1, 0, path, SPEC, limit=4, show_progress=False)
+    assert first.passed and first.teacher.objective == 0 and first.best_other is not None
+    assert first.teacher.details == {"complexity": 9} and first.row("gru").objective > 0
+    again = Counting(mgu(), noise=0.0)
+    second = identify(mgu(), gru(), SPACE, again, 1, 0, path, SPEC, limit=6, show_progress=False)
+    assert sum(again.calls.values()) == 2 and second.rows[:6] == first.rows  # only the two new neighbours
+    with pytest.raises(CellGraphError, match="other settings"):
+        identify(mgu(), gru(), SPACE, again, 1, 0, path, {"evaluator": "other"}, show_progress=False)
+
+
+def test_a_teacher_that_a_neighbour_beats_fails(tmp_path):
+    name, rival = neighbours(mgu(), SPACE)[0]
+    found = identify(mgu(), gru(), SPACE, StructureEvaluator(rival, noise=0.0), 1, 0, tmp_path / "i.json", SPEC,
+                     show_progress=False)
+    assert not found.passed and found.best_other.name == name and found.gap < 0
