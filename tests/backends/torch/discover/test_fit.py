@@ -61,3 +61,20 @@ def test_a_diverged_restart_counts_as_infinite():
 def test_bad_settings(bad):
     with pytest.raises(CellGraphError, match="fit settings must be positive"):
         FitSettings(**bad)
+
+
+def test_a_fit_leaves_no_tensor_behind(data):
+    """A search fits thousands of cells in one process: each fit must free what it made (its
+    stacked parameters once held an autograd graph that kept every fit's tensors alive)."""
+    import gc
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+
+    t = target("mgu")
+    fit_cell(t.cell, t.layout, data, FitSettings(epochs=1, restarts=2, batch_size=50))
+    before = alive()
+    for _ in range(3):
+        fit_cell(t.cell, t.layout, data, FitSettings(epochs=1, restarts=2, batch_size=50))
+    assert alive() <= before
