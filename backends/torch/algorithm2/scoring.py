@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, NORM_EPS
 from cellgraph.backends.torch.runtime import ops as torch_ops
 from cellgraph.backends.torch.runtime.device import no_autocast
-from cellgraph.backends.torch.algorithm2.fused import affine_scores_backward, fusable, fused_block
+from cellgraph.backends.torch.algorithm2.fused import affine_scores_backward, fusable, fused_block, unscored
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
@@ -293,8 +293,8 @@ def block_scores(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR:
             Z, mean, rstd = _normalized(Z, w.norm)
         if w.scored:
             scores.append(_affine_scores(w, Z if normed else None, zs, GL, GR, mean, rstd).view(B, -1))
-    if not w.scored:  # alpha(v) = b_2, which score_block adds
-        return Z, Vn, Z.new_zeros(B, (len(plan.nonlinear) + len(plan.affine)) * (Z[0].numel() // p))
+    if not w.scored:
+        return Z, Vn, unscored(Z, len(plan.nonlinear) + len(plan.affine))
     return Z, Vn, torch.cat(scores, 1)
 
 
