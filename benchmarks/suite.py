@@ -147,7 +147,8 @@ def _parallel(sizes: dict[str, Any], threads: int, where: torch.device) -> dict[
 
 
 #: The CPU step a GPU's RRNN soft step is compared with: the fastest 2-thread ``rrnn_soft`` of
-#: item 2 in BENCHMARKS.md (run N, ``results/bench-2t-1125-n.json``, a 2-core AMD EPYC VM).
+#: item 2 in run N (``results/bench-2t-1125-n.json``, a 2-core AMD EPYC VM; docs/benchmarks-history.md,
+#: *Runs K to N: 2026-11-25, commits `81d8577` and `46ecbcd` (what bounds the CPU step)*).
 CPU_REFERENCE_STEP_S = 0.853
 #: The batch of item 4 at which a GPU's RRNN step is held against its matmul rate.
 GPU_LARGE_BATCH = 256

@@ -36,7 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from cellgraph.algorithm2 import NORM_EPS
 
-__all__ = ["affine_scores_backward", "fusable", "fused_block"]
+__all__ = ["affine_scores_backward", "fusable", "fused_block", "unscored"]
 
 
 def _tanh_into(z: Tensor, out: Tensor) -> None:
@@ -58,6 +58,13 @@ def fusable(ops: tuple[Callable, ...], additive: tuple[bool, ...], nonlinear: tu
     its non-affine activations) and candidate normalisation ``norm`` runs fused."""
     return (norm in ("none", "sample") and all(add or o is torch.mul for o, add in zip(ops, additive))
             and all(u in _ACTIVATIONS for u in nonlinear))
+
+
+def unscored(Z: Tensor, n_activations: int) -> Tensor:
+    """The scores ``(B, n_act n_o n_r P)`` of a block ``Z`` ``(B, n_o, n_r, P, p)`` whose scoring
+    network is skipped: all zero, since ``alpha(v) = b_2`` (the discovery recipe's constant
+    ``alpha``), which :func:`~cellgraph.backends.torch.algorithm2.scoring.score_block` adds."""
+    return Z.new_zeros(Z.shape[0], n_activations * (Z[0].numel() // Z.shape[-1]))
 
 
 def _layer_norm(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -124,8 +131,8 @@ class _FusedBlock(torch.autograd.Function):
                 per_op.append(torch.stack([_affine_first_layer(u, t, GL, base, offset, scale).sigmoid_() @ w2
                                            for u in range(n_a)], 1))
             scores.append(torch.stack(per_op, 2).view(B, -1))
-        if not scored:  # alpha(v) = b_2, which score_block adds
-            scores.append(Lc.new_zeros(B, (n_nl + n_a) * n_o * n_r * P))
+        if not scored:
+            scores.append(unscored(Z, n_nl + n_a))
         ctx.layout = layout
         ctx.set_materialize_grads(False)  # no gradient of the scores (hard mode): no scoring backward
         ctx.save_for_backward(Lc, Rc, bias, GL, GR, W1_bias, base, W1T, w2, offset, scale, W1_sum, Z, Zn,

@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, NORM_EPS
 from cellgraph.backends.torch.runtime import ops as torch_ops
 from cellgraph.backends.torch.runtime.device import no_autocast
-from cellgraph.backends.torch.algorithm2.fused import affine_scores_backward, fusable, fused_block
+from cellgraph.backends.torch.algorithm2.fused import affine_scores_backward, fusable, fused_block, unscored
 from cellgraph.cell.layout import SearchSpace
 from cellgraph.errors import CellGraphError
 
@@ -200,7 +200,7 @@ def prepare(space: SearchSpace, L: Tensor, R: Tensor, b: Tensor,
 def matvec(x: Tensor, v: Tensor) -> Tensor:
     """``x @ v`` for ``x (..., n)``, ``v (n,)``, as a product with a one-column matrix: traced,
     inductor fuses a matrix-vector product into the loops around it, which ran slower on the
-    CPU than the matrix product's library call (docs/benchmarks-history.md, "The whole search compiled")."""
+    CPU than the matrix product's library call (docs/benchmarks-history.md, *The whole search compiled*)."""
     return torch.mm(x.reshape(-1, x.shape[-1]), v[:, None]).view(x.shape[:-1])
 
 
@@ -293,8 +293,8 @@ def block_scores(w: SearchParams, Lc: Tensor, Rc: Tensor, GL: Tensor | None, GR:
             Z, mean, rstd = _normalized(Z, w.norm)
         if w.scored:
             scores.append(_affine_scores(w, Z if normed else None, zs, GL, GR, mean, rstd).view(B, -1))
-    if not w.scored:  # alpha(v) = b_2, which score_block adds
-        return Z, Vn, Z.new_zeros(B, (len(plan.nonlinear) + len(plan.affine)) * (Z[0].numel() // p))
+    if not w.scored:
+        return Z, Vn, unscored(Z, len(plan.nonlinear) + len(plan.affine))
     return Z, Vn, torch.cat(scores, 1)
 
 
@@ -323,7 +323,9 @@ def _normalized(v: Tensor, norm: str) -> tuple[Tensor, Tensor, Tensor]:
     (``batch``) or over the features (``sample``)."""
     dims = (0, -1) if norm == "batch" else (-1,)
     mean = v.mean(dims, keepdim=True)
-    centred = v - mean  # two passes, as exact as torch.var_mean and 5-15x faster here (docs/benchmarks-history.md, runs C and D)
+    # two passes, as exact as torch.var_mean and 5-15x faster here (docs/benchmarks-history.md,
+    # *Runs C and D: 2026-11-24, commit `31b1276`*)
+    centred = v - mean
     rstd = torch.rsqrt(centred.square().mean(dims, keepdim=True) + NORM_EPS)
     return centred * rstd, mean, rstd
 

@@ -117,7 +117,7 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
             compiled for a device other than the CPU. The exclusion tests then compare every
             candidate with its references entry by entry, the soft mixture is rebuilt whole at
             every iteration and the hard node is gathered from every block: more operations
-            and arithmetic (BENCHMARKS.md, "On a GPU"), the same results. Otherwise they read
+            and arithmetic (BENCHMARKS.md, *On a GPU*), the same results. Otherwise they read
             how many pairs' key intervals overlap, which blocks an exclusion changed and which
             blocks hold the chosen candidates.
 

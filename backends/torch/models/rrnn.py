@@ -125,8 +125,8 @@ class RRNNCell(TupleModule):
             one graph (:class:`~cellgraph.backends.torch.algorithm2.search.CompiledSearch`; the first
             steps compile; where compilation fails it warns once and this model runs
             eagerly). Without gradients (evaluation) the search runs eagerly: compiled, the
-            hard search was slower on the CPU (docs/benchmarks-history.md, "The whole
-            search compiled").
+            hard search was slower on the CPU (docs/benchmarks-history.md,
+            *The whole search compiled*).
         compile_mode: ``torch.compile``'s mode (``default``, or ``reduce-overhead``: CUDA
             graphs on a GPU, where the compiled search is sync-free).
         sync_free: the search reads nothing from the device until it ends (``search``'s
