@@ -32,11 +32,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TARGETS", "STRATEGIES", "SEEDS", "run_name", "runs", "run_one", "keep_record", "summarize", "table",
+__all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "run_name", "runs", "run_one", "keep_record", "summarize", "table",
            "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
-STRATEGIES = ("evolution", "random")
+#: The arms: a strategy and how it starts. ``evolution`` and ``random`` start cold (random cells);
+#: ``gru-seeded`` is evolution whose population starts around the GRU (the discovery recipe's
+#: start, never the teacher's).
+ARMS: dict[str, tuple[str, ...]] = {
+    "evolution": ("--strategy", "evolution"),
+    "random": ("--strategy", "random"),
+    "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
+}
+STRATEGIES = tuple(ARMS)
 SEEDS = 3
 #: The full-fidelity evaluations of a run by default.
 BUDGET = 200
@@ -61,7 +69,7 @@ def runs(targets: tuple[str, ...] = TARGETS, strategies: tuple[str, ...] = STRAT
             out.append((run_name(target), ["--teacher", target, "--identify", *limit, *extra], None))
         for strategy in strategies:
             for seed in range(seeds):
-                out.append((run_name(target, strategy, seed), ["--teacher", target, "--strategy", strategy,
+                out.append((run_name(target, strategy, seed), ["--teacher", target, *ARMS[strategy],
                                                                "--seed", str(seed), "--budget", f"{budget:g}",
                                                                *extra], budget))
     return out
@@ -107,6 +115,11 @@ def keep_record(root: Path, name: str, records: Path) -> None:
         shutil.copy2(root / f"{name}.log", dest / f"{name}.log")
 
 
+def arm(config: dict[str, Any]) -> str:
+    """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make."""
+    return "gru-seeded" if config["strategy"] == "evolution" and config.get("seed_target") == ["gru"] else config["strategy"]
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -122,7 +135,7 @@ def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*/discovery.json")):
         found = json.loads(path.read_text())
-        grouped.setdefault((found["config"]["teacher"], found["config"]["strategy"]), []).append(found)
+        grouped.setdefault((found["config"]["teacher"], arm(found["config"])), []).append(found)
     rows = {}
     for (target, strategy), found in sorted(grouped.items()):
         hits = [f["result"]["target"] for f in found if f["result"]["target"] is not None]
@@ -142,7 +155,7 @@ def _number(value: float | None, spec: str) -> str:
 
 def table(folder: Path) -> str:
     """The table of :func:`summarize`, one line per target and strategy."""
-    lines = [f"{'target':<10} {'strategy':<10} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
+    lines = [f"{'target':<10} {'arm':<10} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
              f"{'dups':>5} identifiable"]
     for (target, strategy), row in summarize(folder).items():
         lines.append(f"{target:<10} {strategy:<10} {row['recovered']:>5}/{row['seeds']:<3} "

@@ -39,3 +39,12 @@ def test_runs_name_each_command_and_pass_the_extra_flags():
     assert [name for name, _, _ in made] == ["identify-random3", "random3-random-s0", "random3-random-s1"]
     assert made[0][1] == ["--teacher", "random:3", "--identify", "--limit", "5", "--epochs", "2"] and made[0][2] is None
     assert made[2][1][-4:] == ["--budget", "7", "--epochs", "2"] and made[2][2] == 7
+
+
+def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():
+    (name, args, _), = recovery.runs(("mgu",), ("gru-seeded",), 1, 5)
+    assert name == "mgu-gru-seeded-s0"
+    assert args[:6] == ["--teacher", "mgu", "--strategy", "evolution", "--seed-target", "gru"]
+    assert recovery.arm({"strategy": "evolution", "seed_target": ["gru"]}) == "gru-seeded"
+    assert recovery.arm({"strategy": "evolution", "seed_target": []}) == "evolution"
+    assert recovery.arm({"strategy": "random", "seed_target": []}) == "random"
