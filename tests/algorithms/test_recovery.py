@@ -17,8 +17,9 @@ from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import target, target_names
 
-#: The targets that are one structure under two names (torch's LSTM is the paper's graph).
-SAME = {frozenset({"lstm", "lstm_torch"})}
+#: The targets that are one structure under two names: torch's LSTM is the paper's graph, and
+#: MUT2's nearest form (``r``'s ``L_r`` trainable) is the GRU once ``z`` and ``1 - z`` trade places.
+SAME = {frozenset({"lstm", "lstm_torch"}), frozenset({"gru", "mut2"})}
 
 
 def _map_nodes(cell: MultiCell, label) -> MultiCell:
@@ -134,13 +135,14 @@ def _vf2_graph(graph: CellGraph, layout: Layout):
 
 def test_structure_form_agrees_with_vf2_isomorphism_on_random_cells_and_their_mutants():
     """Equal forms exactly when networkx finds the structures isomorphic, over pairs of random
-    candidates and pairs one mutation apart (where twins and shared nodes come up)."""
+    candidates and pairs one mutation apart (where twins and shared nodes come up); pairs with a
+    sigmoid-complement pair, which the form lets trade places, are left to the tests below."""
     import random
 
     import networkx as nx
     from networkx.algorithms.isomorphism import categorical_multiedge_match, categorical_node_match
 
-    from cellgraph.algorithms.recovery import structure_form
+    from cellgraph.algorithms.recovery import complement_pairs, structure_form
     from cellgraph.discover.mutations import mutate
     from cellgraph.discover.space import CellSpace, sample_cell, to_cell
 
@@ -150,10 +152,12 @@ def test_structure_form_agrees_with_vf2_isomorphism_on_random_cells_and_their_mu
         a = sample_cell(space, rng)
         for b in (mutate(a, rng, space).child or sample_cell(space, rng), _swapped(a, rng)[0]):
             (ca, la), (cb, lb) = to_cell(a), to_cell(b)
+            if complement_pairs(ca.output.root, la) or complement_pairs(cb.output.root, lb):
+                continue
             same_form = structure_form(ca.output, la) == structure_form(cb.output, lb)
             assert same_form == nx.is_isomorphic(_vf2_graph(ca.output, la), _vf2_graph(cb.output, lb), **match)
             equal += same_form
-    assert equal >= 150  # every swapped copy is isomorphic
+    assert equal >= 100  # every swapped copy is isomorphic
 
 
 def _swapped(root: Expr, rng, identity: frozenset[int] = frozenset({0})) -> tuple[Expr, Layout]:
@@ -204,3 +208,54 @@ def test_twin_operands_of_one_node_in_either_order_are_one_structure():
     assert len(forms) == 1
     other = Node("add", "tanh", 3, Node("add", "identity", 0, a1, a2), Node("mul", "identity", 0, a2, x))
     assert structure_form(CellGraph(other), layout) not in forms
+
+
+def _gru_reset_by_the_complement() -> CellGraph:
+    """The GRU whose reset reads ``1 - z`` (its gate ``r`` gone): MGU once ``z`` and ``1 - z`` trade places."""
+    I = 3
+    z = Node("add", "sigmoid", 1, x, h)
+    omz = Node("add", "one_minus", I, zero, z)
+    n = Node("add", "tanh", 2, x, Node("mul", "identity", I, h, omz))
+    return CellGraph(Node("add", "identity", I, Node("mul", "identity", I, h, z), Node("mul", "identity", I, omz, n)))
+
+
+def test_a_sigmoid_and_its_complement_trading_places_is_one_structure():
+    gru, mgu = target("gru"), target("mgu")
+    cell = _gru_reset_by_the_complement()
+    assert exact_recovery(cell, gru.layout, mgu.cell, mgu.layout)
+    assert not exact_recovery(gru.cell, gru.layout, mgu.cell, mgu.layout)
+    # an identity-tuple gate cannot take the sign: no pair, no trade
+    frozen_gate = relabel(cell.root, lambda n: (n.op, n.act, 3 if n.act == "sigmoid" else n.tuple))
+    assert not exact_recovery(CellGraph(frozen_gate), gru.layout, mgu.cell, mgu.layout)
+
+
+def test_trading_places_computes_the_same_function_with_the_gates_weights_negated():
+    """The traded cell with the sigmoid's L and b negated (add: and R) gives the same states: the
+    rewire is a renaming of weights, on random cells that have a pair."""
+    import random
+
+    from cellgraph.algorithms.recovery import _traded, complement_pairs, structure_form
+    from cellgraph.backend import backend
+    from cellgraph.discover.space import CellSpace, sample_cell, to_cell
+
+    space, rng, checked = CellSpace(max_nodes=8), random.Random(3), 0
+    data = np.random.default_rng(0)
+    while checked < 10:
+        cell, layout = to_cell(sample_cell(space, rng))
+        pairs = complement_pairs(cell.output.root, layout)
+        if not pairs:
+            continue
+        traded = _traded(cell.output.root, pairs)
+        assert len(traded.internal_nodes()) == len(cell.output.root.internal_nodes())  # nodes only trade places
+        params = [(np.eye(3), np.eye(3), np.zeros(3)) if r in layout.identity_indices else
+                  (data.normal(size=(3, 3)), data.normal(size=(3, 3)), data.normal(size=3)) for r in range(len(layout))]
+        flipped = list(params)
+        for g, _ in pairs:
+            L, R, b = params[g.tuple]
+            flipped[g.tuple] = (-L, -R if g.op == "add" else R, -b)
+        leaves = {x: data.normal(size=(4, 3)), h: data.normal(size=(4, 3))}
+        numpy = backend("numpy")
+        assert np.allclose(numpy.evaluate(cell.output.root, leaves, params)[cell.output.root],
+                           numpy.evaluate(traded, leaves, flipped)[traded])
+        assert structure_form(CellGraph(traded), layout) == structure_form(cell.output, layout)
+        checked += 1

@@ -12,7 +12,7 @@ from cellgraph.targets import target
 from tests.discover.cells import gru, small
 
 SPACE = CellSpace()
-SPEC = {"evaluator": "structure"}
+SETTINGS = {"evaluator": "structure"}
 
 
 def mgu():
@@ -59,11 +59,11 @@ class Counting(StructureEvaluator):
 
 def test_the_teacher_passes_when_the_objective_singles_it_out_and_a_rerun_skips_what_is_done(tmp_path):
     path = tmp_path / "identify.json"
-    first = identify(mgu(), gru(), SPACE, Counting(mgu(), noise=0.0), 1, 0, path, SPEC, limit=4, show_progress=False)
+    first = identify(mgu(), gru(), SPACE, Counting(mgu(), noise=0.0), 1, 0, path, SETTINGS, limit=4, show_progress=False)
     assert first.passed and first.teacher.objective == 0 and first.best_other is not None
     assert first.teacher.details == {"complexity": 9} and first.row("gru").objective > 0
     again = Counting(mgu(), noise=0.0)
-    second = identify(mgu(), gru(), SPACE, again, 1, 0, path, SPEC, limit=6, show_progress=False)
+    second = identify(mgu(), gru(), SPACE, again, 1, 0, path, SETTINGS, limit=6, show_progress=False)
     assert sum(again.calls.values()) == 2 and second.rows[:6] == first.rows  # only the two new neighbours
     with pytest.raises(CellGraphError, match="other settings"):
         identify(mgu(), gru(), SPACE, again, 1, 0, path, {"evaluator": "other"}, show_progress=False)
@@ -71,6 +71,6 @@ def test_the_teacher_passes_when_the_objective_singles_it_out_and_a_rerun_skips_
 
 def test_a_teacher_that_a_neighbour_beats_fails(tmp_path):
     name, rival = neighbours(mgu(), SPACE)[0]
-    found = identify(mgu(), gru(), SPACE, StructureEvaluator(rival, noise=0.0), 1, 0, tmp_path / "i.json", SPEC,
+    found = identify(mgu(), gru(), SPACE, StructureEvaluator(rival, noise=0.0), 1, 0, tmp_path / "i.json", SETTINGS,
                      show_progress=False)
     assert not found.passed and found.best_other.name == name and found.gap < 0
