@@ -36,13 +36,15 @@ __all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "run_name", "runs", 
            "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
-#: The arms: a strategy and how it starts. ``evolution`` and ``random`` start cold (random cells);
-#: ``gru-seeded`` is evolution whose population starts around the GRU (the discovery recipe's
-#: start, never the teacher's).
+#: The arms: a strategy and how it starts. ``evolution``, ``local`` and ``random`` start cold
+#: (random cells); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the GRU
+#: (the discovery recipe's start, never the teacher's).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
+    "local": ("--strategy", "local"),
     "random": ("--strategy", "random"),
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
+    "gru-local": ("--strategy", "local", "--seed-target", "gru"),
 }
 STRATEGIES = tuple(ARMS)
 SEEDS = 3
@@ -117,7 +119,9 @@ def keep_record(root: Path, name: str, records: Path) -> None:
 
 def arm(config: dict[str, Any]) -> str:
     """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make."""
-    return "gru-seeded" if config["strategy"] == "evolution" and config.get("seed_target") == ["gru"] else config["strategy"]
+    if config.get("seed_target") == ["gru"] and config["strategy"] in ("evolution", "local"):
+        return {"evolution": "gru-seeded", "local": "gru-local"}[config["strategy"]]
+    return config["strategy"]
 
 
 def _median(values: list[float]) -> float | None:

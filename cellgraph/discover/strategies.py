@@ -16,6 +16,14 @@ several workers share one search and a stopped search resumes from its study alo
   lowest loss as the parent and mutates it (:func:`~cellgraph.discover.mutations.mutate`,
   again until a child is valid). The child joins the population when its evaluation
   finishes and the oldest member leaves, because the population is the *last* records.
+* :class:`LocalSearch`: the one-change neighbourhood scanned systematically (C. White, S.
+  Nolen, Y. Savani, "Exploring the Loss Landscape in Neural Architecture Search", UAI 2021: local
+  search is a strong baseline of architecture search), best improvement first. Its first centre
+  is a seed, or the best of ``starts`` random cells; the centre's neighbours
+  (:func:`~cellgraph.discover.mutations.neighbours`) not yet evaluated are proposed in a random
+  order; once all are, the best of them becomes the centre if it is better, and at a local
+  optimum the best record not yet a centre does (a random cell when there is none). The chain of
+  centres is recomputed from the history at every proposal, so the strategy keeps no state.
 """
 
 from __future__ import annotations
@@ -27,11 +35,11 @@ from typing import Protocol, Sequence
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import mutate
+from cellgraph.discover.mutations import mutate, neighbours
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution"]
+__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution", "LocalSearch"]
 
 #: How many mutations of one parent are tried before the search gives up on it.
 MAX_MUTATIONS = 1000
@@ -136,3 +144,55 @@ class RegularizedEvolution:
     def to_dict(self) -> dict:
         return {"name": self.name, "population": self.population, "sample": self.sample,
                 "seeds": len(self.seeds)}
+
+
+def _rank(record: Record) -> tuple[float, int]:
+    return record.loss, record.number  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class LocalSearch:
+    """Best-improvement local search over the one-change neighbourhood (module docstring),
+    started from ``seeds`` or from the best of ``starts`` random cells."""
+
+    starts: int = 10
+    seeds: tuple[Expr, ...] = ()
+
+    name = "local"
+
+    def __post_init__(self) -> None:
+        if self.starts < 1:
+            raise CellGraphError(f"local search: starts must be >= 1, got {self.starts}")
+
+    def check(self, space: CellSpace) -> None:
+        """Every seed must be a candidate of ``space``."""
+        RegularizedEvolution(seeds=self.seeds).check(space)
+
+    def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
+                rejected: Counter) -> Proposal:
+        seen = {r.hash for r in history}
+        for seed in self.seeds:
+            if cell_hash(seed) not in seen:
+                return Proposal(seed, "seed")
+        done = {r.hash: r for r in history if r.complete and r.loss is not None}
+        firsts = [done[cell_hash(seed)] for seed in self.seeds if cell_hash(seed) in done] or \
+            [r for r in history[:self.starts] if r.hash in done]
+        if len(history) < self.starts and not self.seeds or not firsts:
+            return Proposal(sample_cell(space, rng, rejected), "random")
+        centre, visited = min(firsts, key=_rank), set()
+        while centre is not None:
+            around = neighbours(centre.root, space)
+            fresh = [(name, child) for name, child in around if cell_hash(child) not in seen]
+            if fresh:
+                name, child = fresh[rng.randrange(len(fresh))]
+                return Proposal(child, name.split()[0], centre.number)
+            visited.add(centre.hash)
+            best = min((done[h] for h in {cell_hash(child) for _, child in around} if h in done), key=_rank,
+                       default=None)
+            if best is None or best.hash in visited or _rank(best) >= _rank(centre):
+                best = min((r for r in done.values() if r.hash not in visited), key=_rank, default=None)
+            centre = best
+        return Proposal(sample_cell(space, rng, rejected), "random")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds)}

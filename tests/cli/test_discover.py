@@ -60,7 +60,7 @@ def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
     (["--teacher", "mgu", "--budget", "2", "--epochs", "2", "--fidelity", "1,2"], "not both"),
     (["--teacher", "mgu", "--budget", "2", "--fidelity", "3,1"], "increasing"),
     (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
-    (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "--strategy evolution"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
     (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, words):

@@ -131,3 +131,46 @@ def test_a_worker_with_other_evaluator_settings_is_refused(tmp_path):
     with pytest.raises(CellGraphError, match="evaluator"):
         discover(SMALL, StructureEvaluator(small()), RandomSearch(), 3, run_dir=tmp_path, show_progress=False,
                  settings={"parsimony": 0.01})
+
+
+def test_local_search_from_a_seed_climbs_through_neighbours_to_the_target():
+    """One change from the seed is the target: local search proposes the seed, then neighbours of
+    the best cell so far (each proposal one change from an earlier trial), and reaches the target
+    (loss 0) within a few neighbourhoods; random search with the same budget does not."""
+    import random
+
+    from cellgraph.discover.mutations import neighbours
+    from cellgraph.discover.strategies import LocalSearch, Record
+
+    space, target_cell = CellSpace(max_nodes=6), small()
+    start = next(child for name, child in neighbours(target_cell, space) if name.startswith("activation"))
+    budget = 3 * len(neighbours(start, space))
+    result = discover(space, StructureEvaluator(target_cell, noise=0.0), LocalSearch(seeds=(start,)), budget, seed=0,
+                      show_progress=False, target_hash=cell_hash(target_cell))
+    assert result.target is not None and result.target.evaluations <= budget
+    assert cell_hash(cell_from_json(result.best[0].cell)) == cell_hash(target_cell)
+    cold = discover(space, StructureEvaluator(target_cell, noise=0.0), RandomSearch(), budget, seed=0,
+                    show_progress=False, target_hash=cell_hash(target_cell))
+    assert cold.target is None
+    # stateless: a history of the seed alone gives one of the seed's neighbours, its parent the seed
+    around = {cell_hash(child) for _, child in neighbours(start, space)}
+    proposal = LocalSearch(seeds=(start,)).propose([Record(0, start, cell_hash(start), 1.0, True)], space,
+                                                   random.Random(0), Counter())
+    assert cell_hash(proposal.root) in around and proposal.parent == 0
+
+
+def test_local_search_starts_from_random_cells_then_climbs():
+    import random
+
+    from cellgraph.discover.strategies import LocalSearch, Record
+
+    space, rng = CellSpace(max_nodes=6), random.Random(0)
+    strategy = LocalSearch(starts=3)
+    first = [strategy.propose([], space, rng, Counter()) for _ in range(2)]
+    assert all(p.origin == "random" for p in first)
+    history = [Record(k, p.root, cell_hash(p.root), float(k), True) for k, p in enumerate(first)]
+    history.append(Record(2, first[0].root, "x", None, False))  # a failed trial counts as started
+    climb = strategy.propose(history, space, rng, Counter())
+    assert climb.parent == 0 and climb.origin != "random"  # the best record is the centre
+    with pytest.raises(CellGraphError, match="starts must be >= 1"):
+        LocalSearch(starts=0)

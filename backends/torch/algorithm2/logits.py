@@ -11,9 +11,11 @@ Algorithm 2 ranks the candidates of iteration ``k`` by
 where ``alpha`` is the paper's per-sample scoring network and ``s_k`` a table of learned
 logits, one per iteration ``k`` and slot (weight tuple, op, activation and the positions of
 the two operands in Algorithm 2's node list). ``s`` plays the part of DARTS' architecture
-weights (Liu et al., 2019), but *beside* ``alpha`` rather than instead of it, so the cell
-stays per sample and per step: ``s`` says which cell the model builds by default, ``alpha``
-where a sample departs from it. With ``s = 0`` the score is the paper's.
+weights (Liu et al., 2019), but *beside* ``alpha`` rather than instead of it: ``s`` says which
+cell the model builds by default, ``alpha`` where a sample or a step departs from it. With
+``s = 0`` the score is the paper's. With ``alpha`` frozen at a zero output layer (the discovery
+recipe's ``score_lr = 0``) every score is ``s_k[slot]`` plus a constant, so the model builds one
+cell for every sample and step.
 
 Slots are numbered by the search's candidate key
 (:class:`~cellgraph.backends.torch.algorithm2.candidates.KeyCode`), a mixed radix over

@@ -44,16 +44,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dir", metavar="RUN_DIR", default=None,
                    help="output folder (default discoveries/TEACHER-STRATEGY-sSEED, discoveries/identify-TEACHER)")
     search = p.add_argument_group("search")
-    search.add_argument("--strategy", choices=("evolution", "random"), default="evolution",
-                        help="regularized evolution or random search (default evolution)")
+    search.add_argument("--strategy", choices=("evolution", "local", "random"), default="evolution",
+                        help="regularized evolution, local search over the one-change neighbourhood or random "
+                             "search (default evolution)")
     search.add_argument("--budget", type=float, default=None, metavar="N",
                         help="full-fidelity evaluations for the whole study (required to search)")
     search.add_argument("--population", type=int, default=20, help="evolution's population (default 20)")
     search.add_argument("--sample", type=int, default=5, help="evolution's sample size (default 5)")
+    search.add_argument("--starts", type=int, default=10,
+                        help="local search without seed cells: random cells before it climbs (default 10)")
     search.add_argument("--seed-cells", nargs="+", default=[], metavar="FILE",
-                        help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution from")
+                        help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution or "
+                             "local search from")
     search.add_argument("--seed-target", action="append", default=[], metavar="NAME",
-                        help="a target's cell to start evolution from, e.g. gru (repeatable)")
+                        help="a target's cell to start evolution or local search from, e.g. gru (repeatable)")
     search.add_argument("--storage", metavar="URL", default=None,
                         help="sqlite:///PATH, postgresql://... or journal:PATH (default RUN_DIR/study.db)")
     search.add_argument("--study", metavar="NAME", default="discover", help="study name (default discover)")
@@ -110,14 +114,15 @@ def _check(args: argparse.Namespace) -> None:
     if args.epochs is not None and args.fidelity is not None:
         raise CellGraphError("give --epochs or --fidelity, not both")
     positive = {"--keep": args.keep, "--population": args.population, "--num-threads": args.num_threads,
+                "--starts": args.starts,
                 **{f"--{k.replace('_', '-')}": getattr(args, k) for k in _SIZES}}
     bad = [f"{flag} {value}" for flag, value in positive.items() if value < 1]
     if bad:
         raise CellGraphError(f"must be >= 1: {', '.join(bad)}")
     if not args.identify and args.budget is None:
         raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
-    if (args.seed_cells or args.seed_target) and args.strategy != "evolution":
-        raise CellGraphError("--seed-cells and --seed-target start evolution: use --strategy evolution")
+    if (args.seed_cells or args.seed_target) and args.strategy == "random":
+        raise CellGraphError("--seed-cells and --seed-target start evolution or local search, not random search")
 
 
 def _fidelity(args: argparse.Namespace):
@@ -182,13 +187,13 @@ def _seeds(args: argparse.Namespace) -> tuple:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from cellgraph.discover import CellSpace, RandomSearch, RegularizedEvolution, cell_hash, discover
+    from cellgraph.discover import CellSpace, LocalSearch, RandomSearch, RegularizedEvolution, cell_hash, discover
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
     seeds = _seeds(args)
-    strategy = (RegularizedEvolution(args.population, args.sample, seeds) if args.strategy == "evolution"
-                else RandomSearch())
+    strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds),
+                "local": lambda: LocalSearch(args.starts, seeds), "random": RandomSearch}[args.strategy]()
     data, teacher, evaluator, settings = _setup(args)
     folder = Path(args.dir or Path("discoveries") / f"{args.teacher.replace(':', '')}-{args.strategy}-s{args.seed}")
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
