@@ -78,8 +78,8 @@ class Found:
 
 @dataclass(frozen=True)
 class TargetHit:
-    """The first trial whose hash is the target's, with the full-fidelity evaluations and the
-    CPU seconds (all workers) the search had spent up to it, that trial included."""
+    """A trial with the target's hash, with the full-fidelity evaluations and the CPU seconds
+    (all workers) the search had spent up to it, that trial included."""
 
     trial: int
     evaluations: float
@@ -101,12 +101,14 @@ class Discovery:
     skipped: int
     rejected: Counter = field(default_factory=Counter)
     target: TargetHit | None = None
+    proposed: TargetHit | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        hit = lambda h: None if h is None else vars(h)  # noqa: E731
         return {"study": self.study, "storage": self.storage, "evaluations": self.evaluations,
                 "trials": self.trials, "trained": self.trained, "duplicates": self.duplicates,
                 "skipped": self.skipped, "rejected": dict(self.rejected),
-                "best": [vars(f) for f in self.best], "target": None if self.target is None else vars(self.target)}
+                "best": [vars(f) for f in self.best], "target": hit(self.target), "proposed": hit(self.proposed)}
 
 
 def _is_evaluation(t: FrozenTrial) -> bool:
@@ -291,20 +293,24 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
                                                {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
     rejected: Counter = Counter()
     spent = cpu = 0.0
-    hit = None
+    proposed = incumbent = hit = None
     for t in trials:
         rejected.update(t.user_attrs.get("rejected", {}))
         spent += t.user_attrs.get("spent", 0)
         cpu += t.user_attrs.get("cpu_s", 0.0)
-        if hit is None and target_hash is not None and t.user_attrs.get("hash") == target_hash:
-            hit = TargetHit(t.number, spent / full, cpu)
+        mine = target_hash is not None and t.user_attrs.get("hash") == target_hash
+        if proposed is None and mine:
+            proposed = TargetHit(t.number, spent / full, cpu)
+        if t.state == TrialState.COMPLETE and (incumbent is None or t.value < incumbent):
+            incumbent = t.value
+            hit = TargetHit(t.number, spent / full, cpu) if mine else None
     return Discovery(
         study=study.study_name, storage=storage,
         best=tuple(sorted(best.values(), key=lambda f: (f.loss, f.trial))[:keep]),
         evaluations=sum(t.user_attrs.get("spent", 0) for t in trials) / full, trials=len(trials),
         trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
         duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),
-        skipped=skipped, rejected=rejected, target=hit)
+        skipped=skipped, rejected=rejected, target=hit, proposed=proposed)
 
 
 def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget: float, *,
@@ -325,8 +331,10 @@ def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget:
             and, without ``storage``, the SQLite study ``study.db``.
         seed: the training seed of every candidate; with ``worker`` (give each worker of a
             study its own number) it seeds the proposals.
-        target_hash: a planted cell's :func:`~cellgraph.discover.cache.cell_hash`: the result
-            says when a trial first had it (exact recovery).
+        target_hash: a planted cell's :func:`~cellgraph.discover.cache.cell_hash`. Exact
+            recovery is the search's answer, its best full-fidelity cell, having that hash: the
+            result's ``target`` is the trial at which the teacher became the best for good (None
+            when the best is another cell), ``proposed`` the first trial that trained it at all.
         keep: how many of the best full-fidelity cells the result lists.
         settings: what else the losses depend on (the evaluator's data and training, JSON),
             recorded with the study's settings: a worker with other ones is refused.

@@ -22,10 +22,16 @@ def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resum
             "--seed-target", "mgu", "--keep", "2", "--dir", str(run), *TINY]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "teacher mgu: h = " in out and "c_1 = sigma(" in out and "recovered the teacher at trial #0" in out
+    assert "teacher mgu: h = " in out and "c_1 = sigma(" in out
     record = json.loads((run / "discovery.json").read_text())
     mgu = target("mgu")
     assert record["teacher"]["hash"] == cell_hash(from_cell(mgu.cell, mgu.layout))
+    # exact recovery is the search's answer: the teacher (trained first, as the seed) is its best cell, or not
+    assert record["result"]["proposed"]["trial"] == 0
+    recovered = record["best"][0]["hash"] == record["teacher"]["hash"]
+    assert (record["result"]["target"] is not None) == recovered
+    assert ("recovered the teacher (the best cell since trial #0" in out) == recovered
+    assert ("(trained at trial #0, not the best)" in out) != recovered
     assert record["result"]["evaluations"] == 4 and record["config"]["parsimony"] == 1e-3
     assert "torch" in record["versions"] and record["data"]["n_train"] == 50
     assert len(record["best"]) == 2 and {"val_mse", "test_mse", "complexity"} <= set(record["best"][0])

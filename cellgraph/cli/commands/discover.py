@@ -245,8 +245,9 @@ def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best:
     hit = result.target
     print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
           f"{result.duplicates} duplicates reused, {result.skipped} skipped; "
-          + (f"recovered the teacher at trial #{hit.trial} after {hit.evaluations:g} evaluations, "
-             f"{hit.cpu_seconds:.1f} CPU s" if hit else "the teacher was not recovered"))
+          + (f"recovered the teacher (the best cell since trial #{hit.trial}, after {hit.evaluations:g} "
+             f"evaluations, {hit.cpu_seconds:.1f} CPU s)" if hit else "the teacher was not recovered"
+             + (f" (trained at trial #{result.proposed.trial}, not the best)" if result.proposed else "")))
     for row, found in zip(best, result.best):
         root = cell_from_json(found.cell)
         extra = ", ".join(f"{k} {row[k]:.4g}" for k in ("val_mse", "test_mse") if k in row)
