@@ -93,10 +93,12 @@ def kind(node: Node) -> str:
 
 
 def complexity(root: Expr) -> int:
-    """The size a parsimony term charges: distinct generated nodes plus trainable (``W``) nodes,
-    so that a trainable node costs twice an identity one (docs/discover.md, *Identifiability*)."""
+    """The size a parsimony term charges: distinct generated nodes plus the trainable matrices
+    they use (docs/discover.md, *Identifiability*). A ``W`` node has two, ``L_r`` and ``R_r``,
+    less one for each operand that is the zero constant (its matrix multiplies zero: MUT1's
+    ``z = sigmoid(W_z x + b_z)`` has one); an ``I`` node has none."""
     nodes = root.internal_nodes()
-    return len(nodes) + sum(1 for n in nodes if kind(n) == "W")
+    return len(nodes) + sum(2 - sum(1 for c in n.children if c == zero) for n in nodes if kind(n) == "W")
 
 
 def renumber(root: Expr, order: tuple[Node, ...] | None = None) -> Expr:

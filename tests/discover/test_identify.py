@@ -20,8 +20,10 @@ def mgu():
     return from_cell(t.cell, t.layout)
 
 
-def test_complexity_counts_generated_nodes_and_trainable_ones_again():
-    assert complexity(mgu()) == 7 + 2 and complexity(gru()) == 8 + 3 and complexity(small()) == 4 + 2
+def test_complexity_counts_generated_nodes_and_trainable_matrices():
+    assert complexity(mgu()) == 7 + 2 * 2 and complexity(gru()) == 8 + 3 * 2 and complexity(small()) == 4 + 2 * 2
+    mut1 = target("mut1")  # z = sigmoid(W_z x + R_z 0 + b_z): R_z multiplies zero and is not counted
+    assert complexity(from_cell(mut1.cell, mut1.layout)) == 9 + 2 + 2 + 1
 
 
 @pytest.mark.parametrize("root", [mgu(), gru(), small()], ids=["mgu", "gru", "small"])
@@ -61,7 +63,7 @@ def test_the_teacher_passes_when_the_objective_singles_it_out_and_a_rerun_skips_
     path = tmp_path / "identify.json"
     first = identify(mgu(), gru(), SPACE, Counting(mgu(), noise=0.0), 1, 0, path, SETTINGS, limit=4, show_progress=False)
     assert first.passed and first.teacher.objective == 0 and first.best_other is not None
-    assert first.teacher.details == {"complexity": 9} and first.row("gru").objective > 0
+    assert first.teacher.details == {"complexity": 11} and first.row("gru").objective > 0
     again = Counting(mgu(), noise=0.0)
     second = identify(mgu(), gru(), SPACE, again, 1, 0, path, SETTINGS, limit=6, show_progress=False)
     assert sum(again.calls.values()) == 2 and second.rows[:6] == first.rows  # only the two new neighbours
