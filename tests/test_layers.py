@@ -57,13 +57,24 @@ def test_importing_every_core_module_leaves_torch_unimported():
     assert done.returncode == 0, done.stderr
 
 
-def test_no_core_modules_import_each_other_in_a_circle():
-    """Not even inside a function (``cellgraph.data.datadir`` finds the loaders by name)."""
-    names = {"cellgraph." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in CORE}
+def _circles(names: dict[str, Path]) -> list[str]:
     graph = nx.DiGraph((name, other) for name, path in names.items() for _, other in imported(path)
                        if other in names and other != name and not name.startswith(other + "."))
-    circles = [" -> ".join(circle) for circle in nx.simple_cycles(graph)]
+    return [" -> ".join(circle) for circle in nx.simple_cycles(graph)]
+
+
+def test_no_core_modules_import_each_other_in_a_circle():
+    """Not even inside a function (``cellgraph.data.datadir`` finds the loaders by name)."""
+    circles = _circles({"cellgraph." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): p
+                        for p in CORE})
+    assert not circles, "\n".join(circles)
+
+
+def test_no_torch_modules_import_each_other_in_a_circle():
+    """Inside a room too, and inside functions (``runs/run.py`` reads finished runs back with
+    ``runs/train.py``'s loaders, never the other way)."""
+    circles = _circles({"cellgraph.backends." + ".".join(p.relative_to(BACKENDS).with_suffix("").parts): p
+                        for p in TORCH_MODULES})
     assert not circles, "\n".join(circles)
 
 

@@ -71,8 +71,8 @@ class TorchBackend:
     def evaluate_run(self, run_dir, split: str = "test", checkpoint: str = "best",
                      mode: str | None = None, device: str | None = None) -> dict[str, Any]:
         """The metric of a run's checkpoint on a split
-        (:func:`~cellgraph.backends.torch.runs.train.evaluate_run`)."""
-        from cellgraph.backends.torch.runs.train import evaluate_run
+        (:func:`~cellgraph.backends.torch.runs.run.evaluate_run`)."""
+        from cellgraph.backends.torch.runs.run import evaluate_run
 
         return evaluate_run(run_dir, split, checkpoint, mode, device)
 

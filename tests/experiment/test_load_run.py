@@ -16,7 +16,8 @@ import torch
 import cellgraph
 from cellgraph import progress
 from cellgraph.algorithms.distance import td
-from cellgraph.backends.torch.runs.train import export_cell, train
+from cellgraph.backends.torch.runs.run import export_cell
+from cellgraph.backends.torch.runs.train import train
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import TrainConfig

@@ -16,17 +16,22 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from cellgraph.backends.torch.runs.evaluation import evaluate
+from cellgraph.backends.torch.runs.train import build_model, load_data, run_cell
+from cellgraph.backends.torch.runtime.device import resolve_device
+from cellgraph.backends.torch.training.checkpoint import load_latest
+from cellgraph.backends.torch.training.epoch import tau_at
 from cellgraph.backends.torch.training.task import TaskModel, Traces
-from cellgraph.backends.torch.runs.train import _load_run
 from cellgraph.cell.expr import Expr
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.data.datasets import Dataset
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import TrainConfig
+from cellgraph.experiment.config import TrainConfig, load_run_config
+from cellgraph.experiment.runs import RunDir
 from cellgraph.export import jsonio
 
-__all__ = ["LoadedRun", "load_run", "cell_vectors"]
+__all__ = ["LoadedRun", "load_run", "load_parts", "evaluate_run", "export_cell", "cell_vectors"]
 
 
 def cell_vectors(traces: Traces, t: int, b: int) -> dict[Expr, np.ndarray]:
@@ -134,8 +139,56 @@ class LoadedRun:
 def load_run(path: str | Path, checkpoint: str = "best", device: str | None = None) -> LoadedRun:
     """The run folder ``path`` with its ``best`` (or ``last``) checkpoint (module docstring), on
     ``device`` (a ``device`` setting; default: the run's own)."""
-    config, dataset, model, epoch = _load_run(path, checkpoint, device)
+    config, dataset, model, epoch = load_parts(path, checkpoint, device)
     model.eval()
     if model.structured:
         model.core.cell.mode = config.eval_mode
     return LoadedRun(Path(path), config, dataset, model, epoch, checkpoint)
+
+
+# --- finished runs, read back ------------------------------------------------------
+
+
+def load_parts(run_dir: str | Path, checkpoint: str = "best",
+              device: str | None = None) -> tuple[TrainConfig, Dataset, TaskModel, int]:
+    """The run's config, data and model with its ``checkpoint`` loaded, on ``device`` (a
+    ``device`` setting; default: the run's own)."""
+    if checkpoint not in ("best", "last"):
+        raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
+    run = RunDir(run_dir)
+    if not run.file("config.json").exists():
+        raise CellGraphError(f"{run_dir} is not a run folder (no config.json)")
+    config = load_run_config(run.file("config.json"))
+    where = resolve_device(device or config.device)
+    dataset = load_data(config)
+    model = build_model(config, dataset, pretrained=False, fixed=run_cell(config, run_dir)).to(where)
+    state = load_latest(run.checkpoints / f"{checkpoint}.pt", map_location=where)
+    model.load_state_dict(state["model"])
+    model.set_tau(tau_at(config, state["epoch"] / config.epochs))
+    return config, dataset, model, state["epoch"]
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
+                 mode: str | None = None, device: str | None = None) -> dict[str, Any]:
+    """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``),
+    its cells searched in ``mode`` (default: the run's ``eval_mode``, hard unless set), computed
+    on ``device`` (default: the run's ``device`` setting)."""
+    if split not in ("val", "test"):
+        raise CellGraphError(f"unknown split {split!r} (val or test)")
+    config, dataset, model, epoch = load_parts(run_dir, checkpoint, device)
+    config = config if mode is None else config.replace(eval_mode=mode)
+    result = evaluate(model, dataset, split, config)
+    return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "mode": config.eval_mode,
+            "metric": dataset.metric,
+            f"{split}_{dataset.metric}": result[dataset.metric], "nats": result["nats"],
+            "accuracy": result["accuracy"], "n": len(dataset.splits[split])}
+
+
+def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test",
+                device: str | None = None) -> tuple[MultiCell, Layout]:
+    """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
+    at step ``t``, and the model's tuple layout (with the node vectors:
+    :meth:`LoadedRun.sample_cell`); searched on ``device``
+    (default: the run's)."""
+    run = load_run(run_dir, device=device)
+    return run.sample_cell(split, sample, t)[0], run.layout

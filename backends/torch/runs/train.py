@@ -69,7 +69,7 @@ from cellgraph.data.datadir import data_sha256, run_data_dir
 from cellgraph.data.datasets import Dataset, Split, load_dataset
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.cellspec import FixedCell, resolve_cell
-from cellgraph.experiment.config import TrainConfig, dataset_options, load_run_config, resolved_td_match
+from cellgraph.experiment.config import TrainConfig, dataset_options, resolved_td_match
 from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.runs import TEACHER, RunDir
 from cellgraph.files import read_json, write_json
@@ -352,53 +352,3 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         final["cpu_seconds"] = cpu
     run.write_final(final)
     return final
-
-
-# --- finished runs ---------------------------------------------------------------------
-
-
-def _load_run(run_dir: str | Path, checkpoint: str = "best",
-              device: str | None = None) -> tuple[TrainConfig, Dataset, TaskModel, int]:
-    """The run's config, data and model with its ``checkpoint`` loaded, on ``device`` (a
-    ``device`` setting; default: the run's own)."""
-    if checkpoint not in ("best", "last"):
-        raise CellGraphError(f"unknown checkpoint {checkpoint!r} (best or last)")
-    run = RunDir(run_dir)
-    if not run.file("config.json").exists():
-        raise CellGraphError(f"{run_dir} is not a run folder (no config.json)")
-    config = load_run_config(run.file("config.json"))
-    where = resolve_device(device or config.device)
-    dataset = load_data(config)
-    model = build_model(config, dataset, pretrained=False, fixed=run_cell(config, run_dir)).to(where)
-    state = load_latest(run.checkpoints / f"{checkpoint}.pt", map_location=where)
-    model.load_state_dict(state["model"])
-    model.set_tau(tau_at(config, state["epoch"] / config.epochs))
-    return config, dataset, model, state["epoch"]
-
-
-def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
-                 mode: str | None = None, device: str | None = None) -> dict[str, Any]:
-    """The metric of a run's ``best`` (or ``last``) checkpoint on ``split`` (``val``/``test``),
-    its cells searched in ``mode`` (default: the run's ``eval_mode``, hard unless set), computed
-    on ``device`` (default: the run's ``device`` setting)."""
-    if split not in ("val", "test"):
-        raise CellGraphError(f"unknown split {split!r} (val or test)")
-    config, dataset, model, epoch = _load_run(run_dir, checkpoint, device)
-    config = config if mode is None else config.replace(eval_mode=mode)
-    result = evaluate(model, dataset, split, config)
-    return {"split": split, "checkpoint": checkpoint, "epoch": epoch, "mode": config.eval_mode,
-            "metric": dataset.metric,
-            f"{split}_{dataset.metric}": result[dataset.metric], "nats": result["nats"],
-            "accuracy": result["accuracy"], "n": len(dataset.splits[split])}
-
-
-def export_cell(run_dir: str | Path, sample: int, t: int, split: str = "test",
-                device: str | None = None) -> tuple[MultiCell, Layout]:
-    """The cell the best checkpoint builds (``eval_mode`` search) for ``sample`` of ``split``
-    at step ``t``, and the model's tuple layout (with the node vectors:
-    :meth:`cellgraph.backends.torch.runs.run.LoadedRun.sample_cell`); searched on ``device``
-    (default: the run's)."""
-    from cellgraph.backends.torch.runs.run import load_run
-
-    run = load_run(run_dir, device=device)
-    return run.sample_cell(split, sample, t)[0], run.layout

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.backends.torch.runs.train import build_model, epoch_order, evaluate_run, export_cell, load_data, train
+from cellgraph.backends.torch.runs.run import evaluate_run, export_cell
+from cellgraph.backends.torch.runs.train import build_model, epoch_order, load_data, train
 from cellgraph.backends.torch.training.trainstate import seed_everything
 from cellgraph.algorithms.canonical import canonical_string
 from cellgraph.cell.graph import MultiCell
