@@ -8,10 +8,10 @@ A candidate's value is
 
 ``val_mse`` the best restart's validation error after training from scratch
 (:func:`~cellgraph.backends.torch.discover.fit.fit_cell`), ``complexity`` the candidate's
-generated nodes plus its trainable ones (:func:`cellgraph.discover.space.complexity`) and
-``lambda`` the ``parsimony``. Loss alone does not identify a teacher: a superset of its structure
-(the GRU around MGU, MUT2 around MGU, a trainable node where the teacher has an identity one)
-reaches the same error, so among near-equal errors the simpler structure must win.
+generated nodes plus the trainable matrices they use (:func:`cellgraph.discover.space.complexity`)
+and ``lambda`` the ``parsimony``. Loss alone does not identify a teacher: a superset of its
+structure (the GRU around MGU, a trainable node where the teacher has an identity one) reaches
+the same error, so among near-equal errors the simpler structure must win.
 """
 
 from __future__ import annotations
