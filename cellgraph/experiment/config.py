@@ -130,10 +130,8 @@ class TrainConfig:
     model: str = _key("rrnn", "rrnn (full cell search), rrnn-gru (search over the GRU's tuples), "
                       "gru or lstm (baselines), cell (the fixed cell of the cell setting, trained from "
                       "scratch); cellgraph train needs it given", one_of(MODELS))
-    cell: str = _key("", "model=cell: the cell to train from scratch, a target name (gru, gru_torch, lstm, "
-                     "lstm_torch, mgu, mut1-3), random:SEED (the planted random:SEED teacher's cell, "
-                     "sub-seed 0) or a cell JSON file (cellgraph export, diff, trees --save); only with "
-                     "model=cell")
+    cell: str = _key("", "model=cell: the cell trained from scratch: a target name (gru, mgu, mut1...), "
+                     "random:SEED (that planted teacher's cell) or a cell JSON file (export, trees --save)")
     seed: int = _key(0, "seed of the initialisation and of the training order", at_least(0))
     epochs: int = _key(10, "training epochs (patience may stop sooner; a larger value extends a "
                        "resumed run)", at_least(1))

@@ -61,7 +61,7 @@ def constant_alpha(config: TrainConfig) -> bool:
     return config.warm_start == "teacher" and config.score_lr == 0
 
 
-def _core(config: TrainConfig, states: tuple[str, ...], fixed: FixedCell | None) -> nn.Module:
+def _core(config: TrainConfig, states: tuple[str, ...], fixed: FixedCell | None = None) -> nn.Module:
     p = config.hidden_size
     if fixed is not None:
         return FrozenRNN(freeze(fixed.cell, layout=fixed.layout, hidden_size=p))
