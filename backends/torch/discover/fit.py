@@ -110,7 +110,7 @@ def fit_cell(cell: CellGraph | MultiCell, layout: Layout, data: PlantedValues, s
         torch.manual_seed(seed * 1_000_003 + k)
         students.append(Student(cell, layout, data.p, data.n_out))
     params, buffers = stack_module_state(students)
-    for value in params.values():  # torch.func computes the gradients; no autograd graph outside it
+    for value in params.values():  # torch.func computes the gradients: no graph is needed outside it
         value.requires_grad_(False)
     base = copy.deepcopy(students[0]).to("meta")
 
