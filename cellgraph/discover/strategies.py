@@ -110,10 +110,7 @@ class RegularizedEvolution:
 
     def check(self, space: CellSpace) -> None:
         """Every seed must be a candidate of ``space``."""
-        for i, seed in enumerate(self.seeds):
-            reason = validate(seed, space)
-            if reason:
-                raise CellGraphError(f"evolution: seed cell {i} is not a candidate of the space: {reason}")
+        _check_seeds(self.name, self.seeds, space)
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
@@ -121,10 +118,9 @@ class RegularizedEvolution:
         if len(members) >= self.population:
             population = members[-self.population:]
             return self._child(min(rng.sample(population, self.sample), key=lambda r: r.loss), space, rng, rejected)  # type: ignore
-        seen = {r.hash for r in history}
-        for seed in self.seeds:
-            if cell_hash(seed) not in seen:
-                return Proposal(seed, "seed")
+        seed = _unevaluated_seed(self.seeds, history)
+        if seed is not None:
+            return Proposal(seed, "seed")
         keys = {cell_hash(seed) for seed in self.seeds}
         seeded = [r for r in members if r.hash in keys]
         if seeded:
@@ -144,6 +140,20 @@ class RegularizedEvolution:
     def to_dict(self) -> dict:
         return {"name": self.name, "population": self.population, "sample": self.sample,
                 "seeds": len(self.seeds)}
+
+
+def _check_seeds(strategy: str, seeds: Sequence[Expr], space: CellSpace) -> None:
+    """Raise, naming ``strategy`` and the seed, where a seed cell is not a candidate of ``space``."""
+    for i, seed in enumerate(seeds):
+        reason = validate(seed, space)
+        if reason:
+            raise CellGraphError(f"{strategy}: seed cell {i} is not a candidate of the space: {reason}")
+
+
+def _unevaluated_seed(seeds: Sequence[Expr], history: Sequence[Record]) -> Expr | None:
+    """The first of ``seeds`` no trial of ``history`` has evaluated, or None."""
+    seen = {r.hash for r in history}
+    return next((seed for seed in seeds if cell_hash(seed) not in seen), None)
 
 
 def _rank(record: Record) -> tuple[float, int]:
@@ -166,14 +176,14 @@ class LocalSearch:
 
     def check(self, space: CellSpace) -> None:
         """Every seed must be a candidate of ``space``."""
-        RegularizedEvolution(seeds=self.seeds).check(space)
+        _check_seeds("local search", self.seeds, space)
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
+        seed = _unevaluated_seed(self.seeds, history)
+        if seed is not None:
+            return Proposal(seed, "seed")
         seen = {r.hash for r in history}
-        for seed in self.seeds:
-            if cell_hash(seed) not in seen:
-                return Proposal(seed, "seed")
         done = {r.hash: r for r in history if r.complete and r.loss is not None}
         firsts = [done[cell_hash(seed)] for seed in self.seeds if cell_hash(seed) in done] or \
             [r for r in history[:self.starts] if r.hash in done]
@@ -181,14 +191,13 @@ class LocalSearch:
             return Proposal(sample_cell(space, rng, rejected), "random")
         centre, visited = min(firsts, key=_rank), set()
         while centre is not None:
-            around = neighbours(centre.root, space)
-            fresh = [(name, child) for name, child in around if cell_hash(child) not in seen]
+            around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space)]
+            fresh = [(name, child) for name, child, key in around if key not in seen]
             if fresh:
                 name, child = fresh[rng.randrange(len(fresh))]
                 return Proposal(child, name.split()[0], centre.number)
             visited.add(centre.hash)
-            best = min((done[h] for h in {cell_hash(child) for _, child in around} if h in done), key=_rank,
-                       default=None)
+            best = min((done[key] for _, _, key in around if key in done), key=_rank, default=None)
             if best is None or best.hash in visited or _rank(best) >= _rank(centre):
                 best = min((r for r in done.values() if r.hash not in visited), key=_rank, default=None)
             centre = best
