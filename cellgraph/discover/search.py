@@ -307,7 +307,7 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
     return Discovery(
         study=study.study_name, storage=storage,
         best=tuple(sorted(best.values(), key=lambda f: (f.loss, f.trial))[:keep]),
-        evaluations=sum(t.user_attrs.get("spent", 0) for t in trials) / full, trials=len(trials),
+        evaluations=spent / full, trials=len(trials),
         trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
         duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),
         skipped=skipped, rejected=rejected, target=hit, proposed=proposed)
