@@ -17,6 +17,8 @@ node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
   own tuple ``(W_o, W_o', b_o)``, sigmoid and ``N_bar = 3``.
 * ``lstm_torch``: ``torch.nn.LSTMCell`` (the same graph; biases ``b_ih + b_hh``, gate rows
   in torch's order i, f, g, o).
+* ``rnn``: Elman's tanh RNN, ``h_t = tanh(W x_t + U h_{t-1} + b)``, one node: the simplest
+  cell that reads both leaves, where a cell search can start without knowing any gate.
 * ``mgu``: the minimal gated unit (Zhou et al. 2016), a GRU whose one gate ``f`` is both
   reset and update gate, 7 internal nodes.
 * ``mut1``, ``mut2``, ``mut3``: the three architectures found by Jozefowicz, Zaremba and
@@ -96,6 +98,14 @@ def _gru_shaped(name: str, ht: Node, specs: list[TupleSpec], equations: tuple[st
     layout = Layout((*specs, TupleSpec.identity_tuple()))
     space = SearchSpace(tuple(range(len(layout))), GRU_U, OPS, (x,), (h,), (zero,), len(graph.internal_nodes()))
     return Target(name, MultiCell((graph,)), layout, (space,), equations, description)
+
+
+def _rnn() -> Target:
+    return _gru_shaped(
+        "rnn", Node("add", "tanh", 0, x, h), [TupleSpec("h", "W", "U", "b")],
+        (r"h_t = \tanh(W x_t + U h_{t-1} + b)",),
+        "Elman's tanh RNN: one node, no gate.",
+    )
 
 
 def _gru() -> Target:
@@ -255,6 +265,7 @@ TARGETS: dict[str, Callable[[], Target]] = {
     "lstm_torch": lambda: _lstm(
         "lstm_torch", "LSTM as torch.nn.LSTMCell computes it (biases b_ih + b_hh).", torch_names=True
     ),
+    "rnn": _rnn,
     "mgu": _mgu,
     "mut1": _mut1,
     "mut2": _mut2,
@@ -267,7 +278,7 @@ def target_names() -> tuple[str, ...]:
 
 
 def target(name: str) -> Target:
-    """The target cell ``name`` (``gru``, ``gru_torch``, ``lstm``, ``lstm_torch``, ``mgu``,
+    """The target cell ``name`` (``gru``, ``gru_torch``, ``lstm``, ``lstm_torch``, ``rnn``, ``mgu``,
     ``mut1``, ``mut2``, ``mut3``)."""
     try:
         builder = TARGETS[name]

@@ -9,7 +9,7 @@ from cellgraph.backends.numpy.plugin import evaluate, evaluate_cell, search_cell
 from cellgraph.targets import torch_tuples
 
 SIZES = {"gru": [8], "gru_torch": [9], "lstm": [6, 3], "lstm_torch": [6, 3],
-         "mgu": [7], "mut1": [9], "mut2": [8], "mut3": [9]}
+         "rnn": [1], "mgu": [7], "mut1": [9], "mut2": [8], "mut3": [9]}
 
 
 def test_all_targets_build():
@@ -57,7 +57,7 @@ def test_gru_layout_matches_the_paper():
 
 def test_unknown_target_lists_known():
     with pytest.raises(CellGraphError, match="known: gru, gru_torch"):
-        target("rnn")
+        target("elman")
 
 
 def test_torch_tuples_shapes_are_checked():

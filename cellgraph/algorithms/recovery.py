@@ -72,7 +72,10 @@ def complement_pairs(root: Expr, layout: Layout) -> list[tuple[Node, Node]]:
     """``(g, c)`` for each sigmoid node ``g`` of ``root`` on a trainable tuple of ``layout`` with
     op ``add`` or ``mul`` (which take a sign into the weights) whose complement
     ``c = one_minus(0 + I g)`` is a node of ``root`` too, and which something besides ``c``
-    reads (or which is the root), so that trading places keeps every node."""
+    reads (or which is the root), so that trading places keeps every node. A ``g`` whose
+    complement has a complement of its own (``1 - (1 - g)``) is left out: there the trade is
+    not its own inverse (the double complement's reader would read ``1 - g`` after it), so the
+    two cells are counted as different structures."""
     identity, nodes = layout.identity_indices, root.internal_nodes()
     readers: dict[Expr, set[Node]] = {}
     for n in nodes:
@@ -82,11 +85,16 @@ def complement_pairs(root: Expr, layout: Layout) -> list[tuple[Node, Node]]:
     for g in nodes:
         if g.act != "sigmoid" or g.op not in _SIGNED or g.tuple in identity:
             continue
-        c = next((n for n in nodes if n.tuple in identity and n.act == "one_minus" and n.op == "add"
-                  and {n.left, n.right} == {g, Leaf("zero")}), None)
-        if c is not None and (g == root or readers[g] - {c}):
+        c = _complement(g, nodes, identity)
+        if c is not None and (g == root or readers[g] - {c}) and _complement(c, nodes, identity) is None:
             pairs.append((g, c))
     return pairs
+
+
+def _complement(g: Expr, nodes: Sequence[Node], identity: frozenset[int] | set[int]) -> Node | None:
+    """The node ``one_minus(0 + I g)`` among ``nodes``, or None."""
+    return next((n for n in nodes if n.tuple in identity and n.act == "one_minus" and n.op == "add"
+                 and {n.left, n.right} == {g, Leaf("zero")}), None)
 
 
 def _traded(root: Expr, pairs: Sequence[tuple[Node, Node]]) -> Expr:

@@ -11,9 +11,21 @@ Each mutation is a pure function ``(root, rng, space) -> root`` that changes one
 * ``remove``: a node bypassed by one of its operands (every reader of the node reads that
   operand instead).
 
+Three *motif* moves add the building blocks of gated cells in one step, where the moves
+above would need several, each of which alone rarely improves a cell (docs/discover.md,
+*Motifs*). A gate ``g`` is a new ``sigmoid(W x + U h + b)`` node or a sigmoid node the cell
+already has (which lets one gate serve twice, as MGU's does):
+
+* ``gate``: the state update gated, ``root -> g * root + h * (1 - g)`` (the update of MGU,
+  MUT1-3 and, up to the complement trade, the GRU);
+* ``reset``: a node's ``h`` operand gated, ``h -> h * g`` (the GRU's reset);
+* ``wrap``: an operand ``e`` put through an activation on the identity tuple,
+  ``e -> u(e + 0)`` (MUT1's ``tanh(x)``, MUT3's ``tanh(h)``).
+
 :func:`neighbours` lists, in a fixed order, every valid child one ``op``, ``activation``,
 ``kind``, ``rewire`` or ``remove`` change away (the identifiability check of
 docs/discover.md); ``insert`` is left out, as its new node's choices are a space of their own.
+With ``motifs=True`` it adds every valid child one motif move away.
 
 A child may be invalid (:func:`cellgraph.discover.space.validate`); :func:`mutate` picks a
 mutation uniformly and returns the child with the mutation's name, or the reason it was
@@ -28,12 +40,12 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from cellgraph.cell.expr import Expr, Leaf, Node
+from cellgraph.cell.expr import Expr, Leaf, Node, Role, zero
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.space import IDENTITY, CellSpace, kind, renumber, validate
 
-__all__ = ["MUTATIONS", "Mutation", "mutate", "neighbours", "change_op", "change_activation", "change_kind",
-           "rewire", "insert_node", "remove_node"]
+__all__ = ["MUTATIONS", "MOTIFS", "Mutation", "mutate", "neighbours", "change_op",
+           "change_activation", "change_kind", "rewire", "insert_node", "remove_node"]
 
 #: Operand sides, as :func:`neighbours` names them.
 SIDES = ("left", "right")
@@ -153,6 +165,82 @@ def remove_node(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     return _substitute(root, n, n.children[rng.randrange(2)])
 
 
+def _namer(root: Expr) -> Callable[[Expr], str]:
+    """Names of a cell's leaves (their own) and nodes (``n0, n1, ...`` children first)."""
+    label = {n: f"n{i}" for i, n in enumerate(root.internal_nodes())}
+    return lambda e: e.name if isinstance(e, Leaf) else label[e]  # type: ignore[index]
+
+
+def _leaf(space: CellSpace, role: Role) -> Leaf | None:
+    return next((leaf for leaf in space.leaves if leaf.role is role), None)
+
+
+def _gates(root: Expr, free: list[Expr], space: CellSpace, name: Callable[[Expr], str]) -> list[tuple[str, Node]]:
+    """The gates a motif may use: a new ``sigmoid(W x + U h + b)`` node (named ``new``) and
+    every sigmoid node of ``free``."""
+    data, prev = _leaf(space, Role.DATA), _leaf(space, Role.PREV)
+    new = [("new", Node("add", "sigmoid", _fresh(root), data, prev))] if data and prev else []
+    return new + [(name(e), e) for e in free if isinstance(e, Node) and e.act == "sigmoid"]
+
+
+def _with_operand(n: Node, side: int, operand: Expr) -> Node:
+    operands = list(n.children)
+    operands[side] = operand
+    return Node(n.op, n.act, n.tuple, *operands)
+
+
+def gate_moves(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+    """``root -> g * root + h * (1 - g)`` for each gate ``g`` (module docstring), named
+    ``"gate root g=G"``."""
+    prev, name = _leaf(space, Role.PREV), _namer(root)
+    if prev is None or not isinstance(root, Node):
+        return []
+    free = [e for e in root.internal_nodes() if e != root]
+    out = []
+    for label, g in _gates(root, free, space, name):
+        keep = Node("mul", "identity", IDENTITY, prev, Node("add", "one_minus", IDENTITY, zero, g))
+        out.append((f"gate root g={label}", renumber(Node("add", "identity", IDENTITY,
+                                                           Node("mul", "identity", IDENTITY, g, root), keep))))
+    return out
+
+
+def reset_moves(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+    """A node's ``h`` operand replaced by ``h * g`` for each gate ``g`` that does not depend
+    on the node, named ``"reset N SIDE g=G"``."""
+    prev, name = _leaf(space, Role.PREV), _namer(root)
+    out = []
+    for n in root.internal_nodes():
+        for side in (0, 1):
+            if n.children[side] == prev:
+                for label, g in _gates(root, _free(root, n, space), space, name):
+                    gated = Node("mul", "identity", IDENTITY, prev, g)
+                    out.append((f"reset {name(n)} {SIDES[side]} g={label}",
+                                _substitute(root, n, _with_operand(n, side, gated))))
+    return out
+
+
+def wrap_moves(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+    """An operand ``e`` (not a constant) replaced by ``u(e + 0)`` on the identity tuple for
+    each activation ``u`` but the identity, named ``"wrap N SIDE E u"``."""
+    name = _namer(root)
+    out = []
+    for n in root.internal_nodes():
+        for side, e in enumerate(n.children):
+            if not (isinstance(e, Leaf) and e.role is Role.CONST):
+                out += [(f"wrap {name(n)} {SIDES[side]} {name(e)} {act}",
+                         _substitute(root, n, _with_operand(n, side, Node("add", act, IDENTITY, e, zero))))
+                        for act in space.activations if act != "identity"]
+    return out
+
+
+#: name -> motif move: every child of a cell one such move away, each with its change's name.
+MOTIFS: dict[str, Callable[[Expr, CellSpace], list[tuple[str, Expr]]]] = {
+    "gate": gate_moves,
+    "reset": reset_moves,
+    "wrap": wrap_moves,
+}
+
+
 #: name -> mutation, in the order :func:`mutate` draws from.
 MUTATIONS: dict[str, Callable[[Expr, random.Random, CellSpace], Expr]] = {
     "op": change_op,
@@ -174,21 +262,27 @@ class Mutation:
     reason: str | None = None
 
 
-def mutate(root: Expr, rng: random.Random, space: CellSpace) -> Mutation:
-    """One mutation drawn uniformly from :data:`MUTATIONS`; its child is rejected when
+def mutate(root: Expr, rng: random.Random, space: CellSpace, motifs: bool = False) -> Mutation:
+    """One mutation drawn uniformly from :data:`MUTATIONS` (and :data:`MOTIFS` when
+    ``motifs``: a motif's child drawn uniformly from its moves); the child is rejected when
     :func:`~cellgraph.discover.space.validate` gives a reason or when it has the parent's
-    structure (reason ``"same structure as the parent"``)."""
-    name = rng.choice(list(MUTATIONS))
-    child = MUTATIONS[name](root, rng, space)
+    structure (reason ``"same structure as the parent"``, also when a motif has no move)."""
+    name = rng.choice([*MUTATIONS, *(MOTIFS if motifs else ())])
+    if name in MUTATIONS:
+        child = MUTATIONS[name](root, rng, space)
+    else:
+        moves = MOTIFS[name](root, space)
+        child = rng.choice(moves)[1] if moves else root
     reason = validate(child, space)
     if reason is None and cell_hash(child) == cell_hash(root):
         reason = "same structure as the parent"
     return Mutation(None if reason else child, name, reason)
 
 
-def neighbours(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+def neighbours(root: Expr, space: CellSpace, motifs: bool = False) -> list[tuple[str, Expr]]:
     """Every valid candidate one ``op``, ``activation``, ``kind``, one-operand ``rewire`` or
-    ``remove`` change away from ``root``, deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
+    ``remove`` change away from ``root`` (and, when ``motifs``, one ``gate``, ``reset`` or
+    ``wrap`` move away, listed after them), deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
     (the first change that reaches a structure names it) and without ``root``'s own structure.
 
     The order is deterministic: nodes children first (``n0, n1, ...``, as
@@ -197,12 +291,7 @@ def neighbours(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
     it) and its removals. A name says the change, e.g. ``"activation n2 sigmoid->tanh"`` or
     ``"rewire n4 right h->n1"``.
     """
-    nodes = root.internal_nodes()
-    label = {n: f"n{i}" for i, n in enumerate(nodes)}
-
-    def name(e: Expr) -> str:
-        return e.name if isinstance(e, Leaf) else label[e]  # type: ignore[index]
-
+    nodes, name = root.internal_nodes(), _namer(root)
     changes: list[tuple[str, Expr]] = []
     for n in nodes:
         at = name(n)
@@ -216,6 +305,8 @@ def neighbours(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
                          _substitute(root, n, new)) for new in _rewired(root, n, side, space)]
         changes += [(f"remove {at} keep {SIDES[side]} {name(n.children[side])}", _substitute(root, n, n.children[side]))
                     for side in (0, 1)]
+    if motifs:
+        changes += [change for moves in MOTIFS.values() for change in moves(root, space)]
     seen = {cell_hash(root)}
     out = []
     for change, child in changes:

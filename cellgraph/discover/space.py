@@ -58,7 +58,7 @@ class CellSpace:
     ops: tuple[str, ...] = ("add", "mul")
     activations: tuple[str, ...] = ("sigmoid", "tanh", "one_minus", "identity")
     kinds: tuple[str, ...] = KINDS
-    min_nodes: int = 3
+    min_nodes: int = 1
     max_nodes: int = 15
 
     def __post_init__(self) -> None:

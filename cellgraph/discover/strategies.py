@@ -14,13 +14,14 @@ several workers share one search and a stopped search resumes from its study alo
   arm: the population starts around the seeds), or random cells without seeds. Afterwards each proposal samples
   ``sample`` members of the population uniformly without replacement, takes the one of
   lowest loss as the parent and mutates it (:func:`~cellgraph.discover.mutations.mutate`,
-  again until a child is valid). The child joins the population when its evaluation
+  again until a child is valid; with ``motifs``, the motif moves are drawn beside the
+  mutations). The child joins the population when its evaluation
   finishes and the oldest member leaves, because the population is the *last* records.
 * :class:`LocalSearch`: the one-change neighbourhood scanned systematically (C. White, S.
   Nolen, Y. Savani, "Exploring the Loss Landscape in Neural Architecture Search", UAI 2021: local
   search is a strong baseline of architecture search), best improvement first. Its first centre
   is a seed, or the best of ``starts`` random cells; the centre's neighbours
-  (:func:`~cellgraph.discover.mutations.neighbours`) not yet evaluated are proposed in a random
+  (:func:`~cellgraph.discover.mutations.neighbours`, with the motif moves when ``motifs``) not yet evaluated are proposed in a random
   order; once all are, the best of them becomes the centre if it is better, and at a local
   optimum the best record not yet a centre does (a random cell when there is none). The chain of
   centres is recomputed from the history at every proposal, so the strategy keeps no state.
@@ -96,11 +97,12 @@ class RandomSearch:
 class RegularizedEvolution:
     """Aging evolution with population ``population`` (P) and sample size ``sample`` (S),
     the initial population made of ``seeds`` (candidates) and their mutants, or of random
-    cells without seeds."""
+    cells without seeds; ``motifs`` adds the motif moves to the mutations."""
 
     population: int = 20
     sample: int = 5
     seeds: tuple[Expr, ...] = ()
+    motifs: bool = False
 
     name = "evolution"
 
@@ -130,7 +132,7 @@ class RegularizedEvolution:
     def _child(self, parent: Record, space: CellSpace, rng: random.Random, rejected: Counter) -> Proposal:
         """A valid mutation of ``parent``."""
         for _ in range(MAX_MUTATIONS):
-            child = mutate(parent.root, rng, space)
+            child = mutate(parent.root, rng, space, self.motifs)
             if child.child is not None:
                 return Proposal(child.child, child.name, parent.number)
             rejected[child.reason] += 1
@@ -139,7 +141,7 @@ class RegularizedEvolution:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "population": self.population, "sample": self.sample,
-                "seeds": len(self.seeds)}
+                "seeds": len(self.seeds), "motifs": self.motifs}
 
 
 def _check_seeds(strategy: str, seeds: Sequence[Expr], space: CellSpace) -> None:
@@ -162,11 +164,13 @@ def _rank(record: Record) -> tuple[float, int]:
 
 @dataclass(frozen=True)
 class LocalSearch:
-    """Best-improvement local search over the one-change neighbourhood (module docstring),
-    started from ``seeds`` or from the best of ``starts`` random cells."""
+    """Best-improvement local search over the one-change neighbourhood, and the motif moves
+    when ``motifs`` (module docstring), started from ``seeds`` or from the best of ``starts``
+    random cells."""
 
     starts: int = 10
     seeds: tuple[Expr, ...] = ()
+    motifs: bool = False
 
     name = "local"
 
@@ -191,7 +195,7 @@ class LocalSearch:
             return Proposal(sample_cell(space, rng, rejected), "random")
         centre, visited = min(firsts, key=_rank), set()
         while centre is not None:
-            around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space)]
+            around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space, self.motifs)]
             fresh = [(name, child) for name, child, key in around if key not in seen]
             if fresh:
                 name, child = fresh[rng.randrange(len(fresh))]
@@ -204,4 +208,4 @@ class LocalSearch:
         return Proposal(sample_cell(space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds)}
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs}

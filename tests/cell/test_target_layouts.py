@@ -44,6 +44,10 @@ EXPECTED = {
         [(k, f"W_i{k}", f"W_h{k}", f"b_i{k}+b_h{k}") for k in "figo"],
         PAPER_LSTM,
         "LSTM as torch.nn.LSTMCell computes it (biases b_ih + b_hh)."),
+    "rnn": (
+        [("h", "W", "U", "b")],
+        (r"h_t = \tanh(W x_t + U h_{t-1} + b)",),
+        "Elman's tanh RNN: one node, no gate."),
     "mgu": (
         [("f", "W_f", "U_f", "b_f"), ("n", "W_n", "U_n", "b_n")],
         (r"f_t = \sigma(W_f x_t + U_f h_{t-1} + b_f)", r"n_t = \tanh(W_n x_t + U_n (f_t \odot h_{t-1}) + b_n)",

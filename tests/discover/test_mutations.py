@@ -5,7 +5,7 @@ import pytest
 
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import MUTATIONS, mutate
+from cellgraph.discover.mutations import MOTIFS, MUTATIONS, mutate, neighbours
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from tests.discover.cells import gru
 
@@ -55,3 +55,49 @@ def test_the_neighbourhood_of_the_gru_holds_known_single_changes():
     assert cell_hash(_gru_variant("sigmoid", True)) in seen  # candidate activation changed
     assert cell_hash(_gru_variant("tanh", False)) in seen  # reset gate bypassed (rewire or remove)
     assert cell_hash(gru()) not in seen
+
+
+def _structure(name):
+    from cellgraph import target
+    from cellgraph.discover.space import from_cell
+
+    t = target(name)
+    return from_cell(t.cell, t.layout)
+
+
+def _moves(root, motifs):
+    return {cell_hash(child): change for change, child in neighbours(root, SPACE, motifs)}
+
+
+def test_motif_moves_grow_the_elman_rnn_into_mgu_and_the_gru_in_two_steps():
+    """Gate the update of ``tanh(W x + U h + b)``; then gate its ``h`` with the same gate (MGU)
+    or a new one (the GRU, up to the complement trade). Without motifs no neighbour grows."""
+    rnn = _structure("rnn")
+    assert all(len(child.internal_nodes()) == 1 for _, child in neighbours(rnn, SPACE))
+    gated = [c for c in neighbours(rnn, SPACE, True) if c[0] == "gate root g=new"]
+    assert len(gated) == 1 and len(gated[0][1].internal_nodes()) == 6
+    after = _moves(gated[0][1], True)
+    assert after[cell_hash(_structure("mgu"))] == "reset n1 right g=n0"
+    assert after[cell_hash(_structure("gru"))] == "reset n1 right g=new"
+    assert cell_hash(_structure("mgu")) not in _moves(gated[0][1], False)
+
+
+def test_wrap_and_rewire_take_the_gru_to_mut3_and_mut1():
+    """MUT3 is the GRU with ``tanh(h)`` in its update gate (one wrap); MUT1 reads no ``h`` in
+    that gate and ``tanh(x)`` in its candidate (a rewire, then a wrap)."""
+    gru_moves = _moves(_structure("gru"), True)
+    assert gru_moves[cell_hash(_structure("mut3"))].startswith("wrap ")
+    assert cell_hash(_structure("mut3")) not in _moves(_structure("gru"), False)
+    mut1 = cell_hash(_structure("mut1"))
+    firsts = [c for change, c in neighbours(_structure("gru"), SPACE) if change.startswith("rewire")]
+    assert any(mut1 in _moves(c, True) for c in firsts)
+
+
+@pytest.mark.parametrize("name", ["gate", "reset", "wrap"])
+def test_each_motif_is_drawn_only_with_motifs_and_gives_valid_children(name):
+    rng = random.Random(2)
+    drawn = Counter(mutate(gru(), rng, SPACE, motifs=True).name for _ in range(300))
+    assert drawn[name] > 0
+    assert name not in Counter(mutate(gru(), rng, SPACE).name for _ in range(300))
+    moves = MOTIFS[name](gru(), SPACE)
+    assert any(validate(child, SPACE) is None for _, child in moves)

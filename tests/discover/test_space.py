@@ -9,7 +9,7 @@ from cellgraph.discover.space import IDENTITY, CellSpace, from_cell, kind, sampl
 from cellgraph.errors import CellGraphError
 from tests.discover.cells import gru, no_op, small
 
-SPACE = CellSpace()
+SPACE = CellSpace(min_nodes=2)
 
 
 def test_the_gru_is_a_candidate_and_its_cell_has_one_tuple_per_trainable_node_identity_last():
@@ -82,3 +82,11 @@ def test_the_hash_ignores_operand_order_and_tuple_numbers_but_not_structure():
     assert cell_hash(a) == cell_hash(b)
     c = Node("add", "identity", 0, Node("add", "sigmoid", 3, f, x), Node("mul", "identity", 0, h, f))
     assert cell_hash(a) != cell_hash(c)
+
+
+def test_the_default_space_holds_the_elman_rnn():
+    """The search may start at the one-node tanh RNN (target ``rnn``)."""
+    from cellgraph import target
+
+    rnn = target("rnn")
+    assert validate(from_cell(rnn.cell, rnn.layout), CellSpace()) is None

@@ -12,7 +12,7 @@ from cellgraph.cli.commands import add_backend_flag
 
 _DESCRIPTION = (
     "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
-    "the teacher's standardised readout (--teacher: mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED), "
+    "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED), "
     "each candidate is trained from scratch (--restarts initialisations, the best one's validation MSE) and "
     "scored by val_mse + PARSIMONY * complexity (generated nodes + trainable nodes). The search "
     "(--strategy) spends --budget full-fidelity evaluations; candidates are cached by structure, so no "
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "--identify: does the teacher's structure score best among its neighbours",
                        description=_DESCRIPTION, epilog="examples: " + "; ".join(_EXAMPLES))
     p.add_argument("--teacher", required=True, metavar="NAME",
-                   help="planted teacher: mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state cells)")
+                   help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state cells)")
     p.add_argument("--identify", action="store_true",
                    help="run the identifiability check instead of the search")
     p.add_argument("--dir", metavar="RUN_DIR", default=None,
@@ -53,11 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--sample", type=int, default=5, help="evolution's sample size (default 5)")
     search.add_argument("--starts", type=int, default=10,
                         help="local search without seed cells: random cells before it climbs (default 10)")
+    search.add_argument("--motifs", action="store_true",
+                        help="evolution and local search also make the moves that build gated cells in one "
+                             "step: gate the update, gate an h operand, wrap an operand in an activation")
     search.add_argument("--seed-cells", nargs="+", default=[], metavar="FILE",
                         help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution or "
                              "local search from")
     search.add_argument("--seed-target", action="append", default=[], metavar="NAME",
-                        help="a target's cell to start evolution or local search from, e.g. gru (repeatable)")
+                        help="a target's cell to start evolution or local search from, e.g. rnn or gru (repeatable)")
     search.add_argument("--storage", metavar="URL", default=None,
                         help="sqlite:///PATH, postgresql://... or journal:PATH (default RUN_DIR/study.db)")
     search.add_argument("--study", metavar="NAME", default="discover", help="study name (default discover)")
@@ -123,6 +126,8 @@ def _check(args: argparse.Namespace) -> None:
         raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
     if (args.seed_cells or args.seed_target) and args.strategy == "random":
         raise CellGraphError("--seed-cells and --seed-target start evolution or local search, not random search")
+    if args.motifs and args.strategy == "random":
+        raise CellGraphError("--motifs are moves of evolution and local search, not of random search")
 
 
 def _fidelity(args: argparse.Namespace):
@@ -192,8 +197,8 @@ def _search(args: argparse.Namespace) -> int:
 
     fidelity = _fidelity(args)
     seeds = _seeds(args)
-    strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds),
-                "local": lambda: LocalSearch(args.starts, seeds), "random": RandomSearch}[args.strategy]()
+    strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
+                "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch}[args.strategy]()
     data, teacher, evaluator, settings = _setup(args)
     folder = Path(args.dir or Path("discoveries") / f"{args.teacher.replace(':', '')}-{args.strategy}-s{args.seed}")
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,

@@ -6,7 +6,7 @@ import argparse
 
 TEXT_FORMATS = ("json", "sympy", "latex", "form")
 #: The names of :func:`cellgraph.targets.target_names`, written out so that ``--help`` needs no import.
-NAMES = "gru, gru_torch, lstm, lstm_torch, mgu, mut1, mut2, mut3"
+NAMES = "gru, gru_torch, lstm, lstm_torch, rnn, mgu, mut1, mut2, mut3"
 DRAWING_FORMATS = ("dot", "svg", "png")
 
 
