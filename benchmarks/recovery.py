@@ -37,13 +37,18 @@ __all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "run_name", "runs", 
            "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
-#: The arms: a strategy and how it starts. ``evolution``, ``local`` and ``random`` start cold
-#: (random cells); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the GRU
-#: (the discovery recipe's start, never the teacher's).
+#: The arms: a strategy, its moves and how it starts, as ``cellgraph discover`` flags (in the
+#: order :func:`arm` writes them). ``evolution``, ``local`` and ``random`` start cold (random
+#: cells) with single changes; ``evolution-motifs`` adds the motif moves; ``rnn-motifs`` is local
+#: search with the motif moves from the one-node tanh RNN (target ``rnn``: a start that knows no
+#: gate, so still cold); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the
+#: GRU (the discovery recipe's start, never the teacher's).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
     "random": ("--strategy", "random"),
+    "evolution-motifs": ("--strategy", "evolution", "--motifs"),
+    "rnn-motifs": ("--strategy", "local", "--motifs", "--seed-target", "rnn"),
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
 }
@@ -119,10 +124,11 @@ def keep_record(root: Path, name: str, records: Path) -> None:
 
 
 def arm(config: dict[str, Any]) -> str:
-    """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make."""
-    if config.get("seed_target") == ["gru"] and config["strategy"] in ("evolution", "local"):
-        return {"evolution": "gru-seeded", "local": "gru-local"}[config["strategy"]]
-    return config["strategy"]
+    """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make (its strategy's
+    name when no arm has them)."""
+    flags = ("--strategy", config["strategy"], *(("--motifs",) if config.get("motifs") else ()),
+             *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)))
+    return next((name for name, arm_flags in ARMS.items() if arm_flags == flags), config["strategy"])
 
 
 def _median(values: list[float]) -> float | None:
@@ -161,10 +167,10 @@ def _number(value: float | None, spec: str) -> str:
 
 def table(folder: Path) -> str:
     """The table of :func:`summarize`, one line per target and strategy."""
-    lines = [f"{'target':<10} {'arm':<10} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
+    lines = [f"{'target':<10} {'arm':<16} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
              f"{'dups':>5} {'trained':>7} identifiable"]
     for (target, strategy), row in summarize(folder).items():
-        lines.append(f"{target:<10} {strategy:<10} {row['recovered']:>5}/{row['seeds']:<3} "
+        lines.append(f"{target:<10} {strategy:<16} {row['recovered']:>5}/{row['seeds']:<3} "
                      f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
                      f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['trained']:>7} "
                      f"{row['identifiable']}")
