@@ -16,7 +16,7 @@ sizes, epochs, restarts, parsimony...).
 ``--records`` (else ``--root``), per target and strategy: exact recoveries over seeds, the median
 full-fidelity evaluations and CPU seconds up to the first recovery (over the seeds that recovered),
 the median best objective, the duplicates reused (all seeds), the seeds whose search trained the
-teacher at all (``trained``: proposed, if not kept as its best) and the target's identifiability
+teacher at all (``trained``: proposed, if not kept as its best), the runs' budgets and the target's identifiability
 verdict (``PASS``/``FAIL``, ``-`` when not checked): a target that fails it cannot be recovered by
 an objective that does not tell it from a neighbour, and is shown as such.
 """
@@ -157,6 +157,7 @@ def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
             "cpu_s": _median([h["cpu_seconds"] for h in hits]),
             "best": _median([f["best"][0]["objective"] for f in found if f["best"]]),
             "duplicates": sum(f["result"]["duplicates"] for f in found),
+            "budget": "/".join(sorted({f"{f['budget']:g}" for f in found}, key=float)),
             "identifiable": verdicts.get(run_name(target), "-")}
     return rows
 
@@ -168,12 +169,12 @@ def _number(value: float | None, spec: str) -> str:
 def table(folder: Path) -> str:
     """The table of :func:`summarize`, one line per target and strategy."""
     lines = [f"{'target':<10} {'arm':<16} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
-             f"{'dups':>5} {'trained':>7} identifiable"]
+             f"{'dups':>5} {'trained':>7} {'budget':>7} identifiable"]
     for (target, strategy), row in summarize(folder).items():
         lines.append(f"{target:<10} {strategy:<16} {row['recovered']:>5}/{row['seeds']:<3} "
                      f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
                      f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['trained']:>7} "
-                     f"{row['identifiable']}")
+                     f"{row['budget']:>7} {row['identifiable']}")
     return "\n".join(lines)
 
 

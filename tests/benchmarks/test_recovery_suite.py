@@ -25,7 +25,7 @@ def test_the_suite_runs_keeps_records_resumes_and_tabulates(tmp_path, capsys):
     line = next(row for row in out.splitlines() if row.startswith("mgu "))
     # one evaluation: the seed (the teacher) is trial 0 and the search's best, so recovered after 1.0
     assert line.split()[:3] == ["mgu", "evolution", "2/2"] and line.split()[3] == "1.0"
-    assert line.split()[-1] == "-"  # no identifiability check ran
+    assert line.split()[-1] == "-" and line.split()[-2] == "1"  # no identifiability check ran; budget 1
     (root / "mgu-evolution-s1" / "discovery.json").unlink()
     recovery.main(args)
     out = capsys.readouterr().out
