@@ -104,11 +104,13 @@ class TrainingBackend(Backend, Protocol):
 class DiscoverBackend(Backend, Protocol):
     """A backend that trains the candidates of the discrete cell search (docs/discover.md)."""
 
-    def planted_evaluator(self, data: Any, parsimony: float = 1e-3, num_threads: int | None = None,
-                          **fit: Any) -> Any:
+    def planted_evaluator(self, data: Any, parsimony: float | None = None, num_threads: int | None = None,
+                          penalty: str = "relative", **fit: Any) -> Any:
         """An evaluator (:class:`cellgraph.discover.evaluator.Evaluator`) of candidates on the
         planted regression data ``data`` (:class:`~cellgraph.data.planted_values.PlantedValues`):
-        validation error plus ``parsimony`` times the candidate's complexity; ``fit`` the
+        validation error penalised by the candidate's complexity
+        (:func:`cellgraph.discover.evaluator.penalised`: ``penalty`` and its weight ``parsimony``,
+        None for the penalty's default); ``fit`` the
         training settings (``restarts``, ``lr``, ``batch_size``, ``clip``)."""
         ...
 

@@ -82,14 +82,15 @@ class TorchBackend:
 
         return load_run(path, checkpoint, device)
 
-    def planted_evaluator(self, data, parsimony: float = 1e-3, num_threads: int | None = None, **fit: Any):
+    def planted_evaluator(self, data, parsimony: float | None = None, num_threads: int | None = None,
+                          penalty: str = "relative", **fit: Any):
         """The cell search's evaluator on planted regression data
         (:class:`~cellgraph.backends.torch.discover.evaluator.PlantedEvaluator`); ``fit``: the
         fields of :class:`~cellgraph.backends.torch.discover.fit.FitSettings` but ``epochs``."""
         from cellgraph.backends.torch.discover.evaluator import PlantedEvaluator
         from cellgraph.backends.torch.discover.fit import FitSettings
 
-        return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads)
+        return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads, penalty)
 
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values

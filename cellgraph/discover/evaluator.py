@@ -28,7 +28,27 @@ from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Evaluator", "Outcome", "resumes", "details", "measure"]
+__all__ = ["Evaluator", "Outcome", "PENALTIES", "penalised", "resumes", "details", "measure"]
+
+#: How a parsimony weight ``lambda`` charges complexity, and each penalty's default weight
+#: (docs/discover.md, *Identifiability*).
+PENALTIES: dict[str, float] = {"relative": 0.1, "absolute": 1e-3}
+
+
+def penalised(error: float, complexity: int, parsimony: float, penalty: str = "relative") -> float:
+    """A candidate's objective from its validation ``error`` and ``complexity``:
+
+    * ``relative``: ``error * exp(lambda * complexity)``, so each unit of complexity must lower
+      the error by the factor ``exp(-lambda)`` (``log`` of it is ``log(error) + lambda * complexity``,
+      an information criterion's form for Gaussian errors);
+    * ``absolute``: ``error + lambda * complexity``, which weighs a unit of complexity the same
+      whatever the error's scale.
+    """
+    if penalty == "relative":
+        return error * math.exp(parsimony * complexity)
+    if penalty == "absolute":
+        return error + parsimony * complexity
+    raise CellGraphError(f"unknown penalty {penalty!r} (known: {', '.join(PENALTIES)})")
 
 
 class Evaluator(Protocol):

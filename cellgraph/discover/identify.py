@@ -11,7 +11,9 @@ smaller one). The verdict passes when
     (best other objective - teacher's objective) / |teacher's objective| >= margin.
 
 Every result is written to ``path`` (JSON) as it comes; a rerun with the same settings skips
-the structures already there, a rerun with other settings is refused.
+the structures already there, a rerun with other settings is refused, except one that only
+changes the objective's penalty (:data:`OBJECTIVE`), whose evaluator can rescore a stored
+row from its details (an ``objective(details)`` method): the rows are rescored, not retrained.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import read_json, write_json
 from cellgraph.progress import progress
 
-__all__ = ["Row", "Identification", "contenders", "identify"]
+__all__ = ["Row", "Identification", "OBJECTIVE", "contenders", "identify"]
+
+#: The settings that change how a row's details are scored, not the details themselves.
+OBJECTIVE = frozenset({"parsimony", "penalty"})
 
 
 @dataclass(frozen=True)
@@ -100,17 +105,24 @@ def contenders(teacher: Expr, gru: Expr, space: CellSpace, limit: int | None = N
     return out + (found if limit is None else found[:limit])
 
 
-def _load(path: Path, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The rows already in ``path`` by hash; an error when it was written with other settings."""
+def _load(path: Path, spec: dict[str, Any], evaluator: Evaluator) -> dict[str, dict[str, Any]]:
+    """The rows already in ``path`` by hash, rescored when only the :data:`OBJECTIVE` settings
+    differ and ``evaluator`` can rescore; an error when it was written with other settings."""
     if not path.exists():
         return {}
     stored = read_json(path)
-    if stored.get("spec") != spec:
-        differing = sorted(k for k in spec.keys() | stored.get("spec", {}).keys()
-                           if spec.get(k) != stored.get("spec", {}).get(k))
+    old = stored.get("spec", {})
+    differing = sorted(k for k in spec.keys() | old.keys() if spec.get(k) != old.get(k))
+    rescore = getattr(evaluator, "objective", None)
+    if differing and (rescore is None or not set(differing) <= OBJECTIVE):
         raise CellGraphError(f"{path} was written with other settings ({', '.join(differing)}); "
                              "use the same settings or another folder")
-    return {row["hash"]: row for row in stored["rows"]}
+    rows = {row["hash"]: row for row in stored["rows"]}
+    if differing:
+        for row in rows.values():
+            if row["objective"] is not None:
+                row["objective"] = rescore(row["details"])
+    return rows
 
 
 def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, epochs: int, seed: int,
@@ -126,7 +138,7 @@ def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, e
         raise CellGraphError(f"the margin must be >= 0, got {margin}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = _load(path, spec)
+    done = _load(path, spec, evaluator)
     chosen = contenders(teacher, gru, space, limit, seed)
     bar = progress(len(chosen), "identify", show_progress, unit="cells",
                    initial=sum(1 for _, root in chosen if cell_hash(root) in done))

@@ -1,6 +1,7 @@
 """``cellgraph discover``: a tiny search and identifiability check end to end, resumed, and bad input."""
 
 import json
+import math
 
 import pytest
 
@@ -32,13 +33,14 @@ def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resum
     assert (record["result"]["target"] is not None) == recovered
     assert ("recovered the teacher (the best cell since trial #0" in out) == recovered
     assert ("(trained at trial #0, not the best)" in out) != recovered
-    assert record["result"]["evaluations"] == 4 and record["config"]["parsimony"] == 1e-3
+    assert record["result"]["evaluations"] == 4 and record["config"]["penalty"] == "relative"
+    assert record["evaluator"]["parsimony"] == 0.1 and record["evaluator"]["penalty"] == "relative"
     assert "torch" in record["versions"] and record["data"]["n_train"] == 50
     assert len(record["best"]) == 2 and {"val_mse", "test_mse", "complexity"} <= set(record["best"][0])
     for row in record["best"]:
         doc = load_document(run / row["file"])  # the cellgraph.dag document trees --save writes
         assert doc.kind == "dag" and cell_hash(cell_from_json(json.loads((run / row["file"]).read_text()))) == row["hash"]
-        assert row["objective"] == pytest.approx(row["val_mse"] + 1e-3 * row["complexity"])
+        assert row["objective"] == pytest.approx(row["val_mse"] * math.exp(0.1 * row["complexity"]))
     assert any(row["recovers"] for row in record["best"]) == ("recovers mgu" in out)
     assert main(args) == 0  # the budget is spent: nothing more trains
     assert json.loads((run / "discovery.json").read_text())["result"]["trials"] == record["result"]["trials"]

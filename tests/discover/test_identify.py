@@ -76,3 +76,44 @@ def test_a_teacher_that_a_neighbour_beats_fails(tmp_path):
     found = identify(mgu(), gru(), SPACE, StructureEvaluator(rival, noise=0.0), 1, 0, tmp_path / "i.json", SETTINGS,
                      show_progress=False)
     assert not found.passed and found.best_other.name == name and found.gap < 0
+
+
+class Rescoring(Counting):
+    """An evaluator whose objective is a function of its details, so a stored row can be rescored."""
+
+    def __init__(self, *args, weight=1.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.weight = weight
+
+    def evaluate(self, cell, layout, epochs, seed):
+        loss = super().evaluate(cell, layout, epochs, seed)
+        self.last_details["loss"] = loss
+        return self.objective(self.last_details)
+
+    def objective(self, details):
+        return details["loss"] + self.weight * details["complexity"]
+
+
+def test_a_rerun_that_only_changes_the_penalty_rescores_the_rows_without_training(tmp_path):
+    path = tmp_path / "identify.json"
+    first = identify(mgu(), gru(), SPACE, Rescoring(mgu(), noise=0.0, weight=0.0), 1, 0, path,
+                     {**SETTINGS, "parsimony": 0.0}, limit=4, show_progress=False)
+    again = Rescoring(mgu(), noise=0.0, weight=1.0)
+    second = identify(mgu(), gru(), SPACE, again, 1, 0, path, {**SETTINGS, "parsimony": 1.0}, limit=4,
+                      show_progress=False)
+    assert sum(again.calls.values()) == 0
+    assert [r.objective for r in second.rows] == [r.objective + r.details["complexity"] for r in first.rows]
+    with pytest.raises(CellGraphError, match="other settings"):  # an evaluator that cannot rescore is refused
+        identify(mgu(), gru(), SPACE, Counting(mgu(), noise=0.0), 1, 0, path, {**SETTINGS, "parsimony": 2.0},
+                 show_progress=False)
+
+
+def test_the_penalties_charge_complexity_relatively_or_absolutely():
+    import math
+
+    from cellgraph.discover.evaluator import penalised
+
+    assert penalised(0.02, 10, 0.1) == pytest.approx(0.02 * math.e)
+    assert penalised(0.02, 10, 1e-3, "absolute") == pytest.approx(0.03)
+    with pytest.raises(CellGraphError, match="unknown penalty 'bic'"):
+        penalised(0.02, 10, 0.1, "bic")

@@ -14,7 +14,8 @@ _DESCRIPTION = (
     "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
     "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED), "
     "each candidate is trained from scratch (--restarts initialisations, the best one's validation MSE) and "
-    "scored by val_mse + PARSIMONY * complexity (generated nodes + trainable nodes). The search "
+    "scored by val_mse * exp(PARSIMONY * complexity) (--penalty relative; complexity: generated nodes + "
+    "trainable matrices). The search "
     "(--strategy) spends --budget full-fidelity evaluations; candidates are cached by structure, so no "
     "structure trains twice. RUN_DIR gets study.db (the search's state), discovery.json (result, settings, "
     "versions) and best/cell_K.json (cellgraph.dag documents, docs/FORMAT.md); the best cells are printed "
@@ -74,8 +75,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--eta", type=int, default=3, help="successive halving's reduction factor (default 3)")
     for name, (kind, default) in _FIT.items():
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"(default {default})")
-    train.add_argument("--parsimony", type=float, default=1e-3, metavar="LAMBDA",
-                       help="weight of the complexity in the objective (default 1e-3)")
+    train.add_argument("--penalty", choices=("relative", "absolute"), default="relative",
+                       help="how complexity enters the objective: relative, val_mse * exp(LAMBDA * complexity), "
+                            "or absolute, val_mse + LAMBDA * complexity (default relative)")
+    train.add_argument("--parsimony", type=float, default=None, metavar="LAMBDA",
+                       help="weight of the complexity in the objective (default 0.1 relative, 1e-3 absolute)")
     train.add_argument("--seed", type=int, default=0, help="training and proposal seed (default 0)")
     train.add_argument("--num-threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
     add_backend_flag(train, "torch", "the backend plugin that trains the candidates (default torch)")
@@ -148,6 +152,7 @@ def _setup(args: argparse.Namespace):
     from cellgraph.backend import discover_backend
     from cellgraph.data.planted_values import load_planted_values
     from cellgraph.discover import CellSpace, from_cell, validate
+    from cellgraph.discover.evaluator import PENALTIES
     from cellgraph.errors import CellGraphError
 
     data = load_planted_values(args.teacher, args.data_seed, weight_scale=args.weight_scale,
@@ -160,8 +165,11 @@ def _setup(args: argparse.Namespace):
     if reason:
         raise CellGraphError(f"teacher {args.teacher} is not a candidate of the search's space: {reason}")
     fit = {k: getattr(args, k) for k in _FIT}
-    evaluator = discover_backend(args.backend).planted_evaluator(data, args.parsimony, args.num_threads, **fit)
-    settings = {"data": data.info(), "fit": fit, "parsimony": args.parsimony, "backend": args.backend}
+    parsimony = PENALTIES[args.penalty] if args.parsimony is None else args.parsimony
+    evaluator = discover_backend(args.backend).planted_evaluator(data, parsimony, args.num_threads, args.penalty,
+                                                                 **fit)
+    settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": args.penalty,
+                "backend": args.backend}
     return data, teacher, evaluator, settings
 
 

@@ -23,7 +23,7 @@ def data():
     return load_planted_values("mgu", seed=0, n_train=50, n_val=20, n_test=20, seq_len=4, p=4, n_out=2)
 
 
-def test_the_objective_is_the_validation_error_plus_parsimony_times_complexity(data):
+def test_the_objective_is_the_validation_error_penalised_by_complexity(data):
     t = target("mgu")
     cell, layout = to_cell(from_cell(t.cell, t.layout))
     settings = FitSettings(epochs=1, restarts=2, batch_size=25)
@@ -32,14 +32,17 @@ def test_the_objective_is_the_validation_error_plus_parsimony_times_complexity(d
     fit = fit_cell(cell, layout, data, FitSettings(epochs=2, restarts=2, batch_size=25), 3)  # the rung's epochs
     details = evaluator.last_details
     assert details["val_mse"] == fit.loss and details["test_mse"] == fit.test_loss and details["complexity"] == 11
-    assert math.isclose(objective, fit.loss + 0.01 * 11) and details["seconds"] > 0
+    assert math.isclose(objective, fit.loss * math.exp(0.01 * 11)) and details["seconds"] > 0
+    absolute = PlantedEvaluator(data, settings, parsimony=0.01, num_threads=1, penalty="absolute")
+    assert math.isclose(absolute.evaluate(cell, layout, 2, 3), fit.loss + 0.01 * 11)
+    assert PlantedEvaluator(data, settings).parsimony == 0.1 and absolute.objective(details) == fit.loss + 0.01 * 11
 
 
 def test_the_torch_plugin_makes_the_evaluator_by_name(data):
     found = cellgraph.backend("torch")
     assert isinstance(found, DiscoverBackend) and not isinstance(cellgraph.backend("numpy"), DiscoverBackend)
-    made = found.planted_evaluator(data, 0.5, None, restarts=3, lr=0.1, batch_size=10, clip=2.0)
-    assert made.parsimony == 0.5 and made.settings == FitSettings(restarts=3, lr=0.1, batch_size=10, clip=2.0)
+    made = found.planted_evaluator(data, 0.5, None, "absolute", restarts=3, lr=0.1, batch_size=10, clip=2.0)
+    assert made.parsimony == 0.5 and made.penalty == "absolute" and made.settings == FitSettings(restarts=3, lr=0.1, batch_size=10, clip=2.0)
     with pytest.raises(CellGraphError, match="parsimony"):
         PlantedEvaluator(data, parsimony=-1.0)
 
