@@ -21,8 +21,10 @@ several workers share one search and a stopped search resumes from its study alo
   Nolen, Y. Savani, "Exploring the Loss Landscape in Neural Architecture Search", UAI 2021: local
   search is a strong baseline of architecture search), best improvement first. Its first centre
   is a seed, or the best of ``starts`` random cells; the centre's neighbours
-  (:func:`~cellgraph.discover.mutations.neighbours`, with the motif moves when ``motifs``) not yet evaluated are proposed in a random
-  order; once all are, the best of them becomes the centre if it is better, and at a local
+  (:func:`~cellgraph.discover.mutations.neighbours`, with the motif moves when ``motifs``) not
+  yet evaluated are proposed in a random order, the motif moves' before the single changes'
+  (the larger steps first: best improvement still scans them all, but a search cut short has
+  tried them); once all are, the best of them becomes the centre if it is better, and at a local
   optimum the best record not yet a centre does (a random cell when there is none). The chain of
   centres is recomputed from the history at every proposal, so the strategy keeps no state.
 """
@@ -36,7 +38,7 @@ from typing import Protocol, Sequence
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import mutate, neighbours
+from cellgraph.discover.mutations import MOTIFS, mutate, neighbours
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
 
@@ -197,8 +199,9 @@ class LocalSearch:
         while centre is not None:
             around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space, self.motifs)]
             fresh = [(name, child) for name, child, key in around if key not in seen]
+            motif = [(name, child) for name, child in fresh if name.split()[0] in MOTIFS]
             if fresh:
-                name, child = fresh[rng.randrange(len(fresh))]
+                name, child = (motif or fresh)[rng.randrange(len(motif or fresh))]
                 return Proposal(child, name.split()[0], centre.number)
             visited.add(centre.hash)
             best = min((done[key] for _, _, key in around if key in done), key=_rank, default=None)

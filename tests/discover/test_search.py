@@ -10,7 +10,7 @@ import pytest
 from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.search import discover
-from cellgraph.discover.space import CellSpace
+from cellgraph.discover.space import CellSpace, from_cell
 from cellgraph.discover.strategies import RandomSearch, RegularizedEvolution
 from cellgraph.discover.synthetic import StructureEvaluator
 from cellgraph.errors import CellGraphError
@@ -174,3 +174,23 @@ def test_local_search_starts_from_random_cells_then_climbs():
     assert climb.parent == 0 and climb.origin != "random"  # the best record is the centre
     with pytest.raises(CellGraphError, match="starts must be >= 1"):
         LocalSearch(starts=0)
+
+
+def test_local_search_with_motifs_tries_the_motif_moves_of_a_centre_before_its_single_changes():
+    import random
+
+    from cellgraph.discover.mutations import MOTIFS, neighbours
+    from cellgraph.discover.strategies import LocalSearch, Record
+    from cellgraph.targets import target
+
+    rnn = target("rnn")
+    seed = from_cell(rnn.cell, rnn.layout)
+    space, rng, strategy = CellSpace(), random.Random(0), LocalSearch(seeds=(seed,), motifs=True)
+    motifs = sum(1 for name, _ in neighbours(seed, space, True) if name.split()[0] in MOTIFS)
+    history = [Record(0, seed, cell_hash(seed), 1.0, True)]
+    origins = []
+    for k in range(motifs + 2):
+        proposal = strategy.propose(history, space, rng, Counter())
+        origins.append(proposal.origin)
+        history.append(Record(k + 1, proposal.root, cell_hash(proposal.root), 2.0, True))
+    assert motifs >= 3 and set(origins[:motifs]) <= set(MOTIFS) and not set(origins[motifs:]) & set(MOTIFS)
