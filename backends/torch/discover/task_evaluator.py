@@ -80,7 +80,8 @@ class TaskEvaluator:
     """:class:`cellgraph.discover.evaluator.Evaluator` that trains each candidate on
     ``config``'s task into a run folder under ``folder`` and returns the objective of the
     module docstring. ``last_details`` holds ``metric`` (``bpc`` or ``perplexity``),
-    ``val_METRIC`` and ``test_METRIC`` (the best epoch's), ``complexity``, ``seconds`` (the
+    ``val_METRIC`` and ``test_METRIC`` (the best epoch's), ``complexity``, ``parameters`` (the
+    model's trainable parameters at the proxy's size), ``seconds`` (the
     run's CPU seconds), ``wall_seconds`` (this call's) and ``run`` (the run folder);
     :meth:`objective` rescores such details."""
 
@@ -116,6 +117,7 @@ class TaskEvaluator:
         metric = final["metric"]
         self.last_details = {"metric": metric, f"val_{metric}": final[f"val_{metric}"],
                              f"test_{metric}": final[f"test_{metric}"], "complexity": complexity(root),
+                             "parameters": final["parameters"],
                              "seconds": final.get("cpu_seconds"), "wall_seconds": time.perf_counter() - start,
                              "run": str(run)}
         return self.objective(self.last_details)

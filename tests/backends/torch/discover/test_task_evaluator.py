@@ -34,7 +34,7 @@ def test_the_objective_is_the_runs_validation_bpc_penalised_by_complexity(small_
     assert details["metric"] == "bpc" and details["val_bpc"] == final["val_bpc"] and details["test_bpc"] == final["test_bpc"]
     assert details["complexity"] == complexity(from_cell(*mgu)) == 11
     assert objective == pytest.approx(final["val_bpc"] * math.exp(0.01 * 11)) and math.isfinite(objective)
-    assert details["seconds"] > 0 and details["wall_seconds"] > 0
+    assert details["seconds"] > 0 and details["wall_seconds"] > 0 and details["parameters"] == final["parameters"] > 0
     assert config["model"] == "cell" and config["seed"] == 3 and config["epochs"] == 1
     assert config["hidden_size"] == 8 and config["max_train"] == PROXY["max_train"]
     assert final["cell"]["document"] == json.loads((tmp_path / f"{run.name.rpartition('-s')[0]}.json").read_text())
