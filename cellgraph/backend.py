@@ -114,6 +114,15 @@ class DiscoverBackend(Backend, Protocol):
         training settings (``restarts``, ``lr``, ``batch_size``, ``clip``)."""
         ...
 
+    def task_evaluator(self, task: str, settings: Mapping[str, Any], folder: Any, parsimony: float | None = None,
+                       penalty: str = "relative") -> Any:
+        """An evaluator of candidates on the training task ``task`` (``wiki``, ``wiki5k``,
+        ``ptb``): each trained from scratch as ``cellgraph train --model cell`` trains a cell, in
+        a run folder under ``folder``, with ``settings`` (``cellgraph train``'s keys, over the
+        backend's cheap proxy defaults); its validation metric penalised as above (``parsimony``
+        None: :data:`cellgraph.discover.evaluator.TASK_PENALTIES`)."""
+        ...
+
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
     found: dict[str, metadata.EntryPoint] = {}

@@ -4,7 +4,8 @@ It exposes the training modules (:mod:`~cellgraph.backends.torch.models.rrnn`,
 :mod:`~cellgraph.backends.torch.models.rrnn_gru`, :mod:`~cellgraph.backends.torch.models.gated`), the
 batched search (:mod:`~cellgraph.backends.torch.algorithm2.search`) and frozen cells
 (:mod:`~cellgraph.backends.torch.models.freeze`) and the cell search's evaluator
-(:mod:`~cellgraph.backends.torch.discover.evaluator`), and follows the core's
+(:mod:`~cellgraph.backends.torch.discover.evaluator`, on planted data;
+:mod:`~cellgraph.backends.torch.discover.task_evaluator`, on a training task), and follows the core's
 :class:`cellgraph.backend.Backend` protocol: it evaluates core graphs on leaf vectors
 through a float64 :class:`FrozenCell` and returns numpy arrays.
 """
@@ -91,6 +92,16 @@ class TorchBackend:
         from cellgraph.backends.torch.discover.fit import FitSettings
 
         return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads, penalty)
+
+    def task_evaluator(self, task: str, settings: Mapping[str, Any], folder, parsimony: float | None = None,
+                       penalty: str = "relative"):
+        """The cell search's evaluator on a training task
+        (:class:`~cellgraph.backends.torch.discover.task_evaluator.TaskEvaluator`): each
+        candidate a ``model = cell`` run under ``folder``, trained with the proxy's settings
+        under ``settings`` (:func:`~cellgraph.backends.torch.discover.task_evaluator.proxy_config`)."""
+        from cellgraph.backends.torch.discover.task_evaluator import TaskEvaluator, proxy_config
+
+        return TaskEvaluator(proxy_config(task, settings), folder, parsimony, penalty)
 
     def evaluate(self, root: Expr, leaves: Mapping[Leaf, Any], params: Any) -> dict[Expr, np.ndarray]:
         """The float64 vector of every node of the DAG rooted at ``root`` (leaf values

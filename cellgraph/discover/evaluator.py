@@ -28,11 +28,28 @@ from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Evaluator", "Outcome", "PENALTIES", "penalised", "resumes", "details", "measure"]
+__all__ = ["Evaluator", "Outcome", "PENALTIES", "TASK_PENALTIES", "parsimony_weight", "penalised", "resumes",
+           "details", "measure"]
 
-#: How a parsimony weight ``lambda`` charges complexity, and each penalty's default weight
-#: (docs/discover.md, *Identifiability*).
+#: How a parsimony weight ``lambda`` charges complexity, and each penalty's default weight on
+#: the planted task (docs/discover.md, *Identifiability*).
 PENALTIES: dict[str, float] = {"relative": 0.1, "absolute": 1e-3}
+#: The default weights on a training task (docs/discover.md, *On real data*): there a better
+#: cell lowers the validation bpc or perplexity by percents, not by the planted task's factors,
+#: so relatively each unit of complexity must buy 1%, not 10%.
+TASK_PENALTIES: dict[str, float] = {"relative": 0.01, "absolute": 1e-3}
+
+
+def parsimony_weight(penalty: str, parsimony: float | None = None,
+                     defaults: dict[str, float] = PENALTIES) -> float:
+    """The weight ``lambda`` of ``penalty``: ``parsimony``, or ``defaults[penalty]`` for None;
+    an error for an unknown penalty or a negative weight."""
+    if penalty not in defaults:
+        raise CellGraphError(f"unknown penalty {penalty!r} (known: {', '.join(defaults)})")
+    weight = defaults[penalty] if parsimony is None else parsimony
+    if not weight >= 0:
+        raise CellGraphError(f"the parsimony weight must be >= 0, got {weight}")
+    return weight
 
 
 def penalised(error: float, complexity: int, parsimony: float, penalty: str = "relative") -> float:

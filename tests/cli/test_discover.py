@@ -75,3 +75,49 @@ def test_bad_input_is_one_line(tmp_path, capsys, args, words):
     assert main(["discover", *args, "--dir", str(tmp_path / "r"), *SIZES]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+def test_a_task_search_writes_best_cells_that_cellgraph_train_retrains(tmp_path, capsys, small_data):
+    run = tmp_path / "wiki"
+    args = ["discover", "--task", "wiki5k", "--budget", "2", "--strategy", "random", "--epochs", "1", "--keep", "2",
+            "--set", "hidden_size=8", "--dir", str(run)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "teacher" not in out and "val_bpc" in out and "2 evaluations" in out
+    record = json.loads((run / "discovery.json").read_text())
+    assert record["teacher"] is None and record["data"] == {"task": "wiki5k"} and record["result"]["target"] is None
+    assert record["evaluator"]["parsimony"] == 0.01 and record["evaluator"]["train"]["hidden_size"] == 8
+    assert "num_threads" not in record["evaluator"]["train"] and len(record["best"]) == 2
+    best = record["best"][0]
+    assert "recovers" not in best and best["objective"] == pytest.approx(
+        best["val_bpc"] * math.exp(0.01 * best["complexity"]))
+    assert len(list((run / "candidates").glob("*-s0"))) == 2
+    again = tmp_path / "again"
+    assert main(["train", "--task", "wiki5k", "--model", "cell", "--set", f"cell={run / best['file']}",
+                 "--set", "hidden_size=8", "--set", "epochs=1", "--set", "num_threads=1", "--out", str(again)]) == 0
+    final = json.loads((again / "final.json").read_text())
+    assert cell_hash(cell_from_json(final["cell"]["document"])) == best["hash"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--task", "wiki5k", "--identify"], "--task wiki5k has no teacher"),
+    (["--task", "wiki5k", "--budget", "2", "--lr", "0.1", "--n-train", "5"], "--n-train, --lr: planted-task flags"),
+    (["--task", "ptb", "--budget", "2", "--set", "epochs=3"], "--set epochs: the search sets these"),
+    (["--task", "ptb", "--budget", "2", "--set", "hidden_size"], "expected key=value"),
+    (["--teacher", "mgu", "--budget", "2", "--set", "lr=0.1"], "--set gives the training settings of a --task"),
+])
+def test_bad_task_input_is_one_line(tmp_path, capsys, args, words):
+    assert main(["discover", *args, "--dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--budget", "2"], "one of the arguments --teacher --task is required"),
+    (["--teacher", "mgu", "--task", "wiki5k", "--budget", "2"], "not allowed with argument --teacher"),
+    (["--task", "sst", "--budget", "2"], "invalid choice: 'sst'"),
+])
+def test_a_search_needs_a_teacher_or_a_task_not_both(capsys, args, words):
+    with pytest.raises(SystemExit) as stop:
+        main(["discover", *args])
+    assert stop.value.code == 2 and words in capsys.readouterr().err

@@ -28,7 +28,7 @@ from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.data.planted_values import PlantedValues
-from cellgraph.discover.evaluator import PENALTIES, penalised
+from cellgraph.discover.evaluator import parsimony_weight, penalised
 from cellgraph.discover.space import complexity, from_cell
 from cellgraph.errors import CellGraphError
 
@@ -46,11 +46,7 @@ class PlantedEvaluator:
 
     def __init__(self, data: PlantedValues, settings: FitSettings = FitSettings(), parsimony: float | None = None,
                  num_threads: int | None = None, penalty: str = "relative") -> None:
-        if penalty not in PENALTIES:
-            raise CellGraphError(f"unknown penalty {penalty!r} (known: {', '.join(PENALTIES)})")
-        parsimony = PENALTIES[penalty] if parsimony is None else parsimony
-        if not parsimony >= 0:
-            raise CellGraphError(f"the parsimony weight must be >= 0, got {parsimony}")
+        parsimony = parsimony_weight(penalty, parsimony)
         if num_threads is not None:
             if num_threads < 1:
                 raise CellGraphError(f"num_threads must be >= 1, got {num_threads}")

@@ -331,7 +331,7 @@ def _finish(run: RunDir, model: TaskModel, dataset: Dataset, config: TrainConfig
         "stopped_early": state.epoch < config.epochs, "bad_steps": state.bad_steps,
         "train_seconds": sum(r.get("time_s", 0.0) for r in run.metrics()),
         "target_provider": None if targets is None else targets.name, "world_size": world_size,
-        "device": str(device_of(model)),
+        "device": str(device_of(model)), "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
     })
     if targets is not None and targets.name == "teacher":
         final["teacher"] = targets.source

@@ -1,5 +1,6 @@
 """``cellgraph discover``: the discrete cell search on the planted regression task, and its
-identifiability check (docs/discover.md, *The command line*)."""
+identifiability check, or on a training task (docs/discover.md, *The command line*, *On real
+data*)."""
 
 from __future__ import annotations
 
@@ -23,27 +24,39 @@ _DESCRIPTION = (
     "killed search; a second process with the same flags and its own --worker joins it. With --identify, "
     "instead of searching, train the teacher's structure, the GRU and every single-change neighbour of the "
     "teacher once at full fidelity and say whether the teacher scores best by --margin (RUN_DIR/identify.json, "
-    "written as results come; a rerun skips the done ones)."
+    "written as results come; a rerun skips the done ones). With --task instead of --teacher, the search runs on a "
+    "training task: each candidate is trained from scratch as cellgraph train --model cell trains a cell, on a "
+    "cheap proxy of the task (the backend's defaults under --set KEY=VALUE, cellgraph train's settings), in a "
+    "run folder under RUN_DIR/candidates, and scored by its validation bpc or perplexity * exp(PARSIMONY * "
+    "complexity) (default PARSIMONY 0.01 relative); there is no teacher, so no recovery and no --identify."
 )
 _EXAMPLES = ("cellgraph discover --teacher mgu --budget 200 --fidelity 5,20",
              "cellgraph discover --teacher mgu --budget 100 --seed-target gru",
-             "cellgraph discover --teacher mgu --identify --limit 20")
+             "cellgraph discover --teacher mgu --identify --limit 20",
+             "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
 #: The planted data's sizes: flag -> load_planted_values argument and its default.
 _SIZES = {"n_train": 1000, "n_val": 200, "n_test": 200, "seq_len": 10, "p": 8, "n_out": 8}
 #: The fit's settings besides epochs: flag -> FitSettings field and its default.
 _FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip": (float, 1.0)}
+#: The training tasks a search runs on: those whose validation metric is a loss.
+_TASKS = ("wiki", "wiki5k", "ptb")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("discover", help="search cell structures on a planted teacher's values (exact recovery); "
                        "--identify: does the teacher's structure score best among its neighbours",
                        description=_DESCRIPTION, epilog="examples: " + "; ".join(_EXAMPLES))
-    p.add_argument("--teacher", required=True, metavar="NAME",
-                   help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state cells)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--teacher", metavar="NAME",
+                        help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state "
+                             "cells)")
+    source.add_argument("--task", choices=_TASKS, default=None,
+                        help="search on this training task instead (its validation metric is a loss)")
     p.add_argument("--identify", action="store_true",
                    help="run the identifiability check instead of the search")
     p.add_argument("--dir", metavar="RUN_DIR", default=None,
-                   help="output folder (default discoveries/TEACHER-STRATEGY-sSEED, discoveries/identify-TEACHER)")
+                   help="output folder (default discoveries/TEACHER-STRATEGY-sSEED or TASK-STRATEGY-sSEED, "
+                        "discoveries/identify-TEACHER)")
     search = p.add_argument_group("search")
     search.add_argument("--strategy", choices=("evolution", "local", "random"), default="evolution",
                         help="regularized evolution, local search over the one-change neighbourhood or random "
@@ -79,10 +92,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="how complexity enters the objective: relative, val_mse * exp(LAMBDA * complexity), "
                             "or absolute, val_mse + LAMBDA * complexity (default relative)")
     train.add_argument("--parsimony", type=float, default=None, metavar="LAMBDA",
-                       help="weight of the complexity in the objective (default 0.1 relative, 1e-3 absolute)")
+                       help="weight of the complexity in the objective (default 0.1 relative, 1e-3 absolute; "
+                            "with --task 0.01 relative, 1e-3 absolute)")
     train.add_argument("--seed", type=int, default=0, help="training and proposal seed (default 0)")
     train.add_argument("--num-threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
     add_backend_flag(train, "torch", "the backend plugin that trains the candidates (default torch)")
+    task = p.add_argument_group("--task")
+    task.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                      help="a training setting of the candidates' runs (cellgraph train's keys, repeatable), over "
+                           "the proxy's defaults (docs/discover.md, On real data)")
     data = p.add_argument_group("planted data")
     data.add_argument("--data-seed", type=int, default=0, help="seed of the inputs and teacher weights (default 0)")
     for name, default in _SIZES.items():
@@ -132,6 +150,26 @@ def _check(args: argparse.Namespace) -> None:
         raise CellGraphError("--seed-cells and --seed-target start evolution or local search, not random search")
     if args.motifs and args.strategy == "random":
         raise CellGraphError("--motifs are moves of evolution and local search, not of random search")
+    if args.task is not None:
+        _check_task(args)
+    elif args.set:
+        raise CellGraphError("--set gives the training settings of a --task search; the planted fit's are flags "
+                             "(--lr, --batch-size, ...)")
+
+
+def _check_task(args: argparse.Namespace) -> None:
+    """What does not apply to a search on a training task: the identifiability check (there is
+    no teacher) and the planted data's and fit's flags (--set gives the training settings)."""
+    from cellgraph.errors import CellGraphError
+
+    if args.identify:
+        raise CellGraphError(f"--identify checks a planted teacher's structure; --task {args.task} has no teacher "
+                             "(search it with --budget, or give --teacher)")
+    planted = {"data_seed": 0, "weight_scale": 2.0, **_SIZES, **{k: d for k, (_, d) in _FIT.items()}}
+    given = [f"--{k.replace('_', '-')}" for k, default in planted.items() if getattr(args, k) != default]
+    if given:
+        raise CellGraphError(f"{', '.join(given)}: planted-task flags; with --task give training settings as "
+                             "--set KEY=VALUE (e.g. --set lr=1e-3)")
 
 
 def _fidelity(args: argparse.Namespace):
@@ -147,12 +185,34 @@ def _fidelity(args: argparse.Namespace):
     return Fidelity(rungs, args.eta)
 
 
+def _folder(args: argparse.Namespace) -> Path:
+    """The search's output folder (``--dir``, else named by teacher or task, strategy and seed)."""
+    name = args.task or args.teacher.replace(":", "")
+    return Path(args.dir or Path("discoveries") / f"{name}-{args.strategy}-s{args.seed}")
+
+
+def _setup_task(args: argparse.Namespace, folder: Path):
+    """A --task search's data record, its (absent) teacher, the evaluator, training candidates
+    in ``folder/candidates``, and the settings the losses depend on (the machine's left out,
+    so a worker on another device may join)."""
+    from cellgraph.backend import discover_backend
+    from cellgraph.experiment.config import MACHINE_KEYS, parse_set
+
+    settings = {"num_threads": args.num_threads, **parse_set(args.set)}
+    evaluator = discover_backend(args.backend).task_evaluator(args.task, settings, folder / "candidates",
+                                                              args.parsimony, args.penalty)
+    train = {k: v for k, v in evaluator.settings().items() if k not in MACHINE_KEYS}
+    return ({"task": args.task}, None, evaluator,
+            {"task": args.task, "train": train, "parsimony": evaluator.parsimony, "penalty": args.penalty,
+             "backend": args.backend})
+
+
 def _setup(args: argparse.Namespace):
     """The planted data, the teacher's candidate, the evaluator and the settings they depend on."""
     from cellgraph.backend import discover_backend
     from cellgraph.data.planted_values import load_planted_values
     from cellgraph.discover import CellSpace, from_cell, validate
-    from cellgraph.discover.evaluator import PENALTIES
+    from cellgraph.discover.evaluator import parsimony_weight
     from cellgraph.errors import CellGraphError
 
     data = load_planted_values(args.teacher, args.data_seed, weight_scale=args.weight_scale,
@@ -165,12 +225,12 @@ def _setup(args: argparse.Namespace):
     if reason:
         raise CellGraphError(f"teacher {args.teacher} is not a candidate of the search's space: {reason}")
     fit = {k: getattr(args, k) for k in _FIT}
-    parsimony = PENALTIES[args.penalty] if args.parsimony is None else args.parsimony
+    parsimony = parsimony_weight(args.penalty, args.parsimony)
     evaluator = discover_backend(args.backend).planted_evaluator(data, parsimony, args.num_threads, args.penalty,
                                                                  **fit)
     settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": args.penalty,
                 "backend": args.backend}
-    return data, teacher, evaluator, settings
+    return data.info(), teacher, evaluator, settings
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
@@ -207,21 +267,22 @@ def _search(args: argparse.Namespace) -> int:
     seeds = _seeds(args)
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
                 "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch}[args.strategy]()
-    data, teacher, evaluator, settings = _setup(args)
-    folder = Path(args.dir or Path("discoveries") / f"{args.teacher.replace(':', '')}-{args.strategy}-s{args.seed}")
+    folder = _folder(args)
+    data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
+    target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
                       study=args.study, run_dir=folder, seed=args.seed, worker=args.worker,
-                      target_hash=cell_hash(teacher), keep=args.keep, settings=settings)
+                      target_hash=target, keep=args.keep, settings=settings)
     best = []
     (folder / "best").mkdir(exist_ok=True)
     for rank, found in enumerate(result.best, 1):
         path = folder / "best" / f"cell_{rank}.json"
         write_json(path, found.cell)
         best.append({"rank": rank, "trial": found.trial, "hash": found.hash, "objective": found.loss,
-                     "recovers": found.hash == cell_hash(teacher), "file": str(path.relative_to(folder)),
-                     **found.details})
-    write_json(folder / "discovery.json", {**_record(args), "budget": args.budget,
-                                           "data": data.info(), "teacher": _teacher(args.teacher, teacher),
+                     **({} if target is None else {"recovers": found.hash == target}),
+                     "file": str(path.relative_to(folder)), **found.details})
+    write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data,
+                                           "teacher": None if teacher is None else _teacher(args.teacher, teacher),
                                            "evaluator": settings, "result": result.to_dict(), "best": best})
     _print_search(args, folder, teacher, result, best)
     return 0
@@ -253,23 +314,32 @@ def _equations(root, indent: str = "    ") -> str:
 def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
     from cellgraph.discover import cell_from_json
 
-    print(f"teacher {args.teacher}: {_form(teacher)}")
-    print(_equations(teacher))
-    hit = result.target
+    if teacher is not None:
+        print(f"teacher {args.teacher}: {_form(teacher)}")
+        print(_equations(teacher))
     print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
-          f"{result.duplicates} duplicates reused, {result.skipped} skipped; "
-          + (f"recovered the teacher (the best cell since trial #{hit.trial}, after {hit.evaluations:g} "
-             f"evaluations, {hit.cpu_seconds:.1f} CPU s)" if hit else "the teacher was not recovered"
-             + (f" (trained at trial #{result.proposed.trial}, not the best)" if result.proposed else "")))
+          f"{result.duplicates} duplicates reused, {result.skipped} skipped"
+          + ("" if teacher is None else f"; {_recovery(result)}"))
     for row, found in zip(best, result.best):
         root = cell_from_json(found.cell)
-        extra = ", ".join(f"{k} {row[k]:.4g}" for k in ("val_mse", "test_mse") if k in row)
+        metric = row.get("metric", "mse")
+        extra = ", ".join(f"{k} {row[k]:.4g}" for k in (f"val_{metric}", f"test_{metric}") if k in row)
         print(f"\n#{row['rank']} trial {row['trial']}: objective {row['objective']:.4g}"
               + (f" ({extra}, complexity {row['complexity']})" if extra else "")
-              + (f", recovers {args.teacher}" if row["recovers"] else "") + f"; {folder / row['file']}")
+              + (f", recovers {args.teacher}" if row.get("recovers") else "") + f"; {folder / row['file']}")
         print(f"  {_form(root)}")
         print(_equations(root))
     print(f"\nwrote {folder / 'discovery.json'}")
+
+
+def _recovery(result) -> str:
+    """Whether, and when, a planted search recovered its teacher."""
+    hit = result.target
+    if hit:
+        return (f"recovered the teacher (the best cell since trial #{hit.trial}, after {hit.evaluations:g} "
+                f"evaluations, {hit.cpu_seconds:.1f} CPU s)")
+    return "the teacher was not recovered" + (f" (trained at trial #{result.proposed.trial}, not the best)"
+                                              if result.proposed else "")
 
 
 def _identify(args: argparse.Namespace) -> int:
@@ -278,7 +348,7 @@ def _identify(args: argparse.Namespace) -> int:
     from cellgraph.targets import target
 
     full = _fidelity(args).full
-    data, teacher, evaluator, settings = _setup(args)
+    _, teacher, evaluator, settings = _setup(args)
     gru = target("gru")
     folder = Path(args.dir or Path("discoveries") / f"identify-{args.teacher.replace(':', '')}")
     spec = {**settings, "epochs": full, "seed": args.seed}

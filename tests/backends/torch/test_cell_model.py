@@ -57,6 +57,14 @@ def test_a_cell_run_trains_the_frozen_cell_and_records_it(tmp_path):
         return {k: v.shape for k, v in model.state_dict().items() if not k.startswith("core.")}
 
     assert outer(run.model) == outer(gru.model)
+    # the parameter counts docs/discover.md matches the baselines by: K tuples (2p^2 + p) against
+    # nn.GRU's 6p^2 + 6p and nn.LSTM's 8p^2 + 8p, plus the embedding (V p) and the output layer (2p C + C) they share
+    p, k = 8, len(target("mut1").layout.trainable_indices)
+    shared = len(run.dataset.vocab) * p + 2 * p * run.dataset.n_classes + run.dataset.n_classes
+    assert final["parameters"] == k * (2 * p * p + p) + shared
+    assert json.loads((tmp_path / "gru" / "final.json").read_text())["parameters"] == 6 * p * p + 6 * p + shared
+    lstm = train(tiny(model="lstm", epochs=1), tmp_path / "lstm", log=quiet)
+    assert lstm["parameters"] == 8 * p * p + 8 * p + shared
 
 
 def test_cell_from_an_exported_json_file_trains_resumes_and_exports(tmp_path, capsys):

@@ -52,7 +52,7 @@ def test_each_model_writes_every_file(runs, model):
         assert (path / name).is_file(), name
     assert json.loads((path / "final.json").read_text()) == final
     assert {"val_accuracy", "test_accuracy", "best_epoch", "epochs_run", "train_seconds",
-            "target_provider"} <= final.keys()
+            "target_provider", "parameters"} <= final.keys()
     assert final["cpu_seconds"] > 0
     assert final["epochs_run"] == 2 and 1 <= final["best_epoch"] <= 2
     assert final["target_provider"] == ("self" if model.startswith("rrnn") else None)
