@@ -46,8 +46,9 @@ QUICK = Sizes({"n_train": 50, "n_val": 20, "n_test": 20, "seq_len": 4, "p": 4, "
 
 @dataclass(frozen=True)
 class Arm:
-    """One search of the step: ``name`` (its folder under ``OUT/discovery``), the ``command``
-    that runs it, its result and its best cells as ``cellgraph discover`` writes them."""
+    """One search of the step: what it is (``name``), its ``folder`` (``OUT/discovery/local`` or
+    ``random``), the ``command`` that runs it, its result and its best cells' rows as
+    :func:`~cellgraph.cli.commands.discover.write_best` wrote them."""
 
     name: str
     folder: Path
@@ -57,6 +58,7 @@ class Arm:
 
 
 def _command(flags: str, sizes: Sizes, seed: int, folder: Path) -> str:
+    """The ``cellgraph discover`` command of a search with strategy ``flags``: the same study."""
     data = "".join(f" --{k.replace('_', '-')} {v}" for k, v in {**sizes.data, **sizes.fit}.items())
     return (f"cellgraph discover --teacher {TEACHER} {flags} --budget {sizes.budget:g} --epochs {sizes.epochs}"
             f"{data} --seed {seed} --data-seed {seed} --dir {folder}")
