@@ -25,12 +25,12 @@ def test_readme_is_short():
 
 def test_readme_commands_are_what_ci_runs():
     """The test command of README is the line `.ci/run` runs (with -q pip), the demo's the
-    same install with the plot extra only."""
+    same install with the plot extra and the search's (the demo's discovery step needs optuna)."""
     blocks = re.findall(r"```bash\n(.*?)\n```", README.read_text(encoding="utf-8"), re.S)
     demo, tests = blocks[:2]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert tests.replace("pip install ", "pip install -q ") in ci.splitlines()
-    assert demo == "pip install torch==2.13.0 && pip install -e '.[plot]' && cellgraph demo"
+    assert demo == "pip install torch==2.13.0 && pip install -e '.[plot,hpo]' && cellgraph demo"
 
 
 def _tracked() -> set[str]:

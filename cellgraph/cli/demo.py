@@ -11,6 +11,9 @@
 4. Writes the plots (learning curves, N_e, tree shapes).
 5. Shows the most frequent discovered RRNN cell that reads both ``x_t`` and ``h_{t-1}``: its
    drawing (SVG), its sympy equations, and how it departs from the GRU.
+6. A discovery (:mod:`cellgraph.cli.demo_discovery`): on planted values whose teacher is MGU,
+   local search with the motif moves from the tanh RNN finds the teacher; random search spends
+   the same budget.
 
 Training goes through the backend found by name (``cellgraph.backend.training_backend``), so the core
 still never imports torch.
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cellgraph.backend import training_backend
+from cellgraph.cli.demo_discovery import run_discovery
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.config import RECIPES, resolve_config
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
@@ -44,8 +48,12 @@ SHARED = {"task": "planted", **PLANTED, "epochs": 4, "patience": 4, "max_train":
           "num_threads": 1}
 
 
+#: The demo's steps (module docstring).
+STEPS = 6
+
+
 def _step(log: Callable[[str], None], number: int, text: str) -> None:
-    log(f"\n[{number}/5] {text}")
+    log(f"\n[{number}/{STEPS}] {text}")
 
 
 def _expressibility(checks: Sequence[Callable[..., Any]], seed: int, quick: bool,
@@ -197,5 +205,9 @@ def run_demo(checks: Sequence[Callable[..., Any]], out_dir: str | Path = "demo-o
 
     _step(log, 5, "The most frequent cell RRNN discovered that reads x_t and h_(t-1)")
     _show_cell(out / "runs" / "rrnn", out, log)
+
+    _step(log, 6, "A discovery: local search with the motif moves, from the tanh RNN, on a planted MGU teacher; "
+                  "random search on the same budget (progress on stderr)")
+    run_discovery(out, seed, quick, backend, log)
     log(f"\ndemo finished in {time.perf_counter() - start:.0f} s; everything is under {out}/")
     return rows

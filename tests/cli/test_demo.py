@@ -14,8 +14,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def assert_every_step_ran(out: str, folder) -> None:
-    for step in range(1, 6):
-        assert f"[{step}/5]" in out
+    for step in range(1, 7):
+        assert f"[{step}/6]" in out
     assert "rrnn-gru" in out and "val acc" in out
     for model in ("rrnn", "rrnn-gru", "gru"):
         assert (folder / "runs" / model / "final.json").exists()
@@ -23,6 +23,12 @@ def assert_every_step_ran(out: str, folder) -> None:
     assert any((folder / name).exists() for name in ("discovered_cell.svg", "discovered_cell.dot"))
     assert "c_1 = " in out or "h_t = " in out
     assert "negative control" in out  # step 1 runs the proofs' checks, controls included
+    # step 6: the planted teacher's equations, both searches' best cells and whether they recover it
+    assert "the planted teacher, mgu" in out and "f_t = \\sigma(W_f x_t" in out
+    assert out.count("best cell: objective") == 2 and out.count("recover mgu") + out.count("recovers mgu") == 2
+    assert "random search's best objective" in out and "cellgraph discover --teacher mgu --strategy local" in out
+    for arm in ("local", "random"):
+        assert (folder / "discovery" / arm / "study.db").exists() and (folder / "discovery" / arm / "best").is_dir()
 
 
 def test_quick_demo_runs_every_step(tmp_path, capsys, monkeypatch):
@@ -54,7 +60,7 @@ def test_readme_shows_what_the_demos_first_step_prints(tmp_path):
     printed = []
 
     def log(line: str) -> None:
-        if line.lstrip().startswith("[2/5]"):
+        if line.lstrip().startswith("[2/6]"):
             raise Stop
         printed.append(line)
 

@@ -35,9 +35,9 @@ _EXAMPLES = ("cellgraph discover --teacher mgu --budget 200 --fidelity 5,20",
              "cellgraph discover --teacher mgu --identify --limit 20",
              "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
 #: The planted data's sizes: flag -> load_planted_values argument and its default.
-_SIZES = {"n_train": 1000, "n_val": 200, "n_test": 200, "seq_len": 10, "p": 8, "n_out": 8}
+SIZES = {"n_train": 1000, "n_val": 200, "n_test": 200, "seq_len": 10, "p": 8, "n_out": 8}
 #: The fit's settings besides epochs: flag -> FitSettings field and its default.
-_FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip": (float, 1.0)}
+FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip": (float, 1.0)}
 #: The training tasks a search runs on: those whose validation metric is a loss.
 _TASKS = ("wiki", "wiki5k", "ptb")
 
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--fidelity", default=None, metavar="E1,E2,...",
                        help="successive-halving rungs in epochs, the last full fidelity (instead of --epochs)")
     train.add_argument("--eta", type=int, default=3, help="successive halving's reduction factor (default 3)")
-    for name, (kind, default) in _FIT.items():
+    for name, (kind, default) in FIT.items():
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"(default {default})")
     train.add_argument("--penalty", choices=("relative", "absolute"), default="relative",
                        help="how complexity enters the objective: relative, val_mse * exp(LAMBDA * complexity), "
@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "the proxy's defaults (docs/discover.md, On real data)")
     data = p.add_argument_group("planted data")
     data.add_argument("--data-seed", type=int, default=0, help="seed of the inputs and teacher weights (default 0)")
-    for name, default in _SIZES.items():
+    for name, default in SIZES.items():
         data.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, help=f"(default {default})")
     data.add_argument("--weight-scale", type=float, default=2.0, help="teacher weight scale (default 2)")
     ident = p.add_argument_group("--identify")
@@ -140,7 +140,7 @@ def _check(args: argparse.Namespace) -> None:
         raise CellGraphError("give --epochs or --fidelity, not both")
     positive = {"--keep": args.keep, "--population": args.population, "--num-threads": args.num_threads,
                 "--starts": args.starts,
-                **{f"--{k.replace('_', '-')}": getattr(args, k) for k in _SIZES}}
+                **{f"--{k.replace('_', '-')}": getattr(args, k) for k in SIZES}}
     bad = [f"{flag} {value}" for flag, value in positive.items() if value < 1]
     if bad:
         raise CellGraphError(f"must be >= 1: {', '.join(bad)}")
@@ -165,7 +165,7 @@ def _check_task(args: argparse.Namespace) -> None:
     if args.identify:
         raise CellGraphError(f"--identify checks a planted teacher's structure; --task {args.task} has no teacher "
                              "(search it with --budget, or give --teacher)")
-    planted = {"data_seed": 0, "weight_scale": 2.0, **_SIZES, **{k: d for k, (_, d) in _FIT.items()}}
+    planted = {"data_seed": 0, "weight_scale": 2.0, **SIZES, **{k: d for k, (_, d) in FIT.items()}}
     given = [f"--{k.replace('_', '-')}" for k, default in planted.items() if getattr(args, k) != default]
     if given:
         raise CellGraphError(f"{', '.join(given)}: planted-task flags; with --task give training settings as "
@@ -209,28 +209,40 @@ def _setup_task(args: argparse.Namespace, folder: Path):
 
 def _setup(args: argparse.Namespace):
     """The planted data, the teacher's candidate, the evaluator and the settings they depend on."""
+    data, root, evaluator, settings = planted_search(
+        args.teacher, args.data_seed, {k: getattr(args, k) for k in SIZES}, {k: getattr(args, k) for k in FIT},
+        backend=args.backend, num_threads=args.num_threads, penalty=args.penalty, parsimony=args.parsimony,
+        weight_scale=args.weight_scale)
+    return data.info(), root, evaluator, settings
+
+
+def planted_search(teacher: str, data_seed: int, sizes: dict[str, int] | None = None,
+                   fit: dict[str, Any] | None = None, *, backend: str = "torch", num_threads: int = 1,
+                   penalty: str = "relative", parsimony: float | None = None, weight_scale: float = 2.0):
+    """What a search for planted ``teacher`` needs, as this command makes it: the planted data
+    (``sizes``: :data:`SIZES`' keys, default theirs), the teacher's candidate, the evaluator of
+    the ``backend`` plugin (``fit``: :data:`FIT`'s keys, default theirs; ``parsimony`` None: the
+    ``penalty``'s default weight) and the settings the losses depend on (``discover(settings=)``)."""
     from cellgraph.backend import discover_backend
     from cellgraph.data.planted_values import load_planted_values
     from cellgraph.discover import CellSpace, from_cell, validate
     from cellgraph.discover.evaluator import parsimony_weight
     from cellgraph.errors import CellGraphError
 
-    data = load_planted_values(args.teacher, args.data_seed, weight_scale=args.weight_scale,
-                               **{k: getattr(args, k) for k in _SIZES})
+    parsimony = parsimony_weight(penalty, parsimony)
+    sizes = {**SIZES, **(sizes or {})}
+    fit = {**{k: default for k, (_, default) in FIT.items()}, **(fit or {})}
+    data = load_planted_values(teacher, data_seed, weight_scale=weight_scale, **sizes)
     if len(data.cell.states) != 1:
-        raise CellGraphError(f"teacher {args.teacher} has {len(data.cell.states)} states; the search finds "
+        raise CellGraphError(f"teacher {teacher} has {len(data.cell.states)} states; the search finds "
                              "one-state cells")
-    teacher = from_cell(data.cell, data.layout)
-    reason = validate(teacher, CellSpace())
+    root = from_cell(data.cell, data.layout)
+    reason = validate(root, CellSpace())
     if reason:
-        raise CellGraphError(f"teacher {args.teacher} is not a candidate of the search's space: {reason}")
-    fit = {k: getattr(args, k) for k in _FIT}
-    parsimony = parsimony_weight(args.penalty, args.parsimony)
-    evaluator = discover_backend(args.backend).planted_evaluator(data, parsimony, args.num_threads, args.penalty,
-                                                                 **fit)
-    settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": args.penalty,
-                "backend": args.backend}
-    return data.info(), teacher, evaluator, settings
+        raise CellGraphError(f"teacher {teacher} is not a candidate of the search's space: {reason}")
+    evaluator = discover_backend(backend).planted_evaluator(data, parsimony, num_threads, penalty, **fit)
+    settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": penalty, "backend": backend}
+    return data, root, evaluator, settings
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
@@ -273,14 +285,7 @@ def _search(args: argparse.Namespace) -> int:
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
                       study=args.study, run_dir=folder, seed=args.seed, worker=args.worker,
                       target_hash=target, keep=args.keep, settings=settings)
-    best = []
-    (folder / "best").mkdir(exist_ok=True)
-    for rank, found in enumerate(result.best, 1):
-        path = folder / "best" / f"cell_{rank}.json"
-        write_json(path, found.cell)
-        best.append({"rank": rank, "trial": found.trial, "hash": found.hash, "objective": found.loss,
-                     **({} if target is None else {"recovers": found.hash == target}),
-                     "file": str(path.relative_to(folder)), **found.details})
+    best = write_best(folder, result, target)
     write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data,
                                            "teacher": None if teacher is None else _teacher(args.teacher, teacher),
                                            "evaluator": settings, "result": result.to_dict(), "best": best})
@@ -288,35 +293,40 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_best(folder: Path, result, teacher_hash: str | None) -> list[dict[str, Any]]:
+    """Write ``result``'s best cells to ``folder/best/cell_K.json`` (K from 1, the best first);
+    a row per cell: rank, trial, hash, objective, whether it recovers the teacher (left out
+    without one: ``teacher_hash`` None), its file (relative to ``folder``) and what the
+    evaluator reported."""
+    from cellgraph.files import write_json
+
+    best = []
+    (folder / "best").mkdir(exist_ok=True)
+    for rank, found in enumerate(result.best, 1):
+        path = folder / "best" / f"cell_{rank}.json"
+        write_json(path, found.cell)
+        best.append({"rank": rank, "trial": found.trial, "hash": found.hash, "objective": found.loss,
+                     **({} if teacher_hash is None else {"recovers": found.hash == teacher_hash}),
+                     "file": str(path.relative_to(folder)),
+                     **found.details})
+    return best
+
+
 def _teacher(name: str, root) -> dict[str, Any]:
     from cellgraph.discover import cell_hash
+    from cellgraph.discover.show import candidate_form
     from cellgraph.discover.space import complexity
 
-    return {"name": name, "hash": cell_hash(root), "form": _form(root), "complexity": complexity(root)}
-
-
-def _form(root) -> str:
-    """The one-line form of candidate ``root`` (as ``cellgraph target --format form`` prints)."""
-    from cellgraph.algorithms.canonical import canonical_string
-    from cellgraph.discover import to_cell
-
-    cell, layout = to_cell(root)
-    return f"h = {canonical_string(cell.output, layout)}"
-
-
-def _equations(root, indent: str = "    ") -> str:
-    from cellgraph.discover import to_cell
-    from cellgraph.export.symbolic import equations, sstr
-
-    return "\n".join(indent + line for line in sstr(equations(*to_cell(root))).splitlines())
+    return {"name": name, "hash": cell_hash(root), "form": candidate_form(root), "complexity": complexity(root)}
 
 
 def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
     from cellgraph.discover import cell_from_json
+    from cellgraph.discover.show import candidate_equations, candidate_form
 
     if teacher is not None:
-        print(f"teacher {args.teacher}: {_form(teacher)}")
-        print(_equations(teacher))
+        print(f"teacher {args.teacher}: {candidate_form(teacher)}")
+        print(candidate_equations(teacher))
     print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
           f"{result.duplicates} duplicates reused, {result.skipped} skipped"
           + ("" if teacher is None else f"; {_recovery(result)}"))
@@ -327,8 +337,8 @@ def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best:
         print(f"\n#{row['rank']} trial {row['trial']}: objective {row['objective']:.4g}"
               + (f" ({extra}, complexity {row['complexity']})" if extra else "")
               + (f", recovers {args.teacher}" if row.get("recovers") else "") + f"; {folder / row['file']}")
-        print(f"  {_form(root)}")
-        print(_equations(root))
+        print(f"  {candidate_form(root)}")
+        print(candidate_equations(root))
     print(f"\nwrote {folder / 'discovery.json'}")
 
 
@@ -360,7 +370,9 @@ def _identify(args: argparse.Namespace) -> int:
 
 
 def _print_identify(args: argparse.Namespace, teacher, found) -> None:
-    print(f"teacher {args.teacher}: {_form(teacher)}")
+    from cellgraph.discover.show import candidate_form
+
+    print(f"teacher {args.teacher}: {candidate_form(teacher)}")
     print(f"{len(found.rows)} structures at {_fidelity(args).full} epochs: the teacher, "
           + ("the GRU, " if found.row("gru") else "") + f"{len(found.rows) - 1 - bool(found.row('gru'))} neighbours")
     order = sorted(found.rows, key=lambda r: (r.objective is None, r.objective or 0.0))

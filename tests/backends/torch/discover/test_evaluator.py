@@ -49,8 +49,8 @@ def test_the_torch_plugin_makes_the_evaluator_by_name(data):
 
 def test_the_command_line_defaults_are_the_fits_and_the_datas():
     defaults = {f.name: f.default for f in fields(FitSettings)}
-    assert {k: d for k, (_, d) in command._FIT.items()} == {k: defaults[k] for k in command._FIT}
-    assert set(defaults) - set(command._FIT) == {"epochs"}
+    assert {k: d for k, (_, d) in command.FIT.items()} == {k: defaults[k] for k in command.FIT}
+    assert set(defaults) - set(command.FIT) == {"epochs"}
     params = inspect.signature(load_planted_values).parameters
-    assert command._SIZES == {k: params[k].default for k in command._SIZES}
+    assert command.SIZES == {k: params[k].default for k in command.SIZES}
     assert params["weight_scale"].default == 2.0 and defaults["epochs"] == 20  # the flags' help says so
