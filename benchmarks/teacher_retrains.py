@@ -75,11 +75,12 @@ def runs(teachers: tuple[str, ...] = TEACHERS, seeds: tuple[int, ...] = SEEDS,
 
 
 def summarize(folder: Path) -> list[dict[str, Any]]:
-    """One row per (teacher, model) of the finished runs in ``folder`` (module docstring), the
+    """One row per (teacher, model) of the finished planted runs in ``folder`` (module docstring), the
     :data:`TEACHERS` and :data:`MODELS` first in their order: ``teacher``, ``model``, ``seeds``,
     ``epochs`` (the settings, sorted), ``exact`` (recoveries), ``accuracy`` (recoveries),
     ``references`` (runs with a reference run) and ``test`` (the test accuracies, by seed)."""
-    finished = [(log, log.final()) for log in map(RunLog.load, sorted(p.parent for p in folder.glob("*/final.json")))]
+    logs = [RunLog.load(path.parent) for path in sorted(folder.glob("*/final.json"))]
+    finished = [(log, log.final()) for log in logs if log.config.get("task") == "planted"]
     recovered = accuracy_recoveries(finished)
     groups: dict[tuple[str, str], list[tuple[RunLog, dict[str, Any]]]] = {}
     for log, final in sorted(finished, key=lambda run: run[0].config["seed"]):
