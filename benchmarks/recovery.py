@@ -18,7 +18,17 @@ full-fidelity evaluations and CPU seconds up to the first recovery (over the see
 the median best objective, the duplicates reused (all seeds), the seeds whose search trained the
 teacher at all (``trained``: proposed, if not kept as its best), the runs' budgets and the target's identifiability
 verdict (``PASS``/``FAIL``, ``-`` when not checked): a target that fails it cannot be recovered by
-an objective that does not tell it from a neighbour, and is shown as such.
+an objective that does not tell it from a neighbour, and is shown as such. ``--identify-table``
+prints instead, from every finished check (an ``identify.json`` with its verdict) there, one row
+per teacher: the structures it evaluated, the teacher's objective, the best other structure (its
+change) and that one's objective, the GRU's objective (``-`` when the teacher is the GRU), the
+gap ``(best other - teacher) / |teacher|`` and the verdict at the margin the check recorded;
+``--rescore PENALTY LAMBDA`` recomputes every row's objective from its recorded ``val_mse`` and
+``complexity`` under another penalty (nothing retrains), which is how docs/discover.md compares
+penalties on the same checks.
+
+    python -m cellgraph.benchmarks.recovery --identify-table --records results/recovery
+    python -m cellgraph.benchmarks.recovery --identify-table --records results/recovery --rescore absolute 1e-3
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "run_name", "runs", "run_one", "keep_record", "summarize", "table",
-           "main"]
+           "identifications", "identify_table", "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
 #: The arms: a strategy, its moves and how it starts, as ``cellgraph discover`` flags (in the
@@ -138,11 +148,7 @@ def _median(values: list[float]) -> float | None:
 def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(target, strategy) -> the table's columns, read from the runs' ``discovery.json`` and the
     targets' ``identify.json`` under ``folder``."""
-    verdicts = {}
-    for path in sorted(folder.glob("identify-*/identify.json")):
-        stored = json.loads(path.read_text())
-        if "verdict" in stored:
-            verdicts[path.parent.name] = "PASS" if stored["verdict"]["passed"] else "FAIL"
+    verdicts = {row["target"]: "PASS" if row["passed"] else "FAIL" for row in identifications(folder)}
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*/discovery.json")):
         found = json.loads(path.read_text())
@@ -158,7 +164,7 @@ def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
             "best": _median([f["best"][0]["objective"] for f in found if f["best"]]),
             "duplicates": sum(f["result"]["duplicates"] for f in found),
             "budget": "/".join(sorted({f"{f['budget']:g}" for f in found}, key=float)),
-            "identifiable": verdicts.get(run_name(target), "-")}
+            "identifiable": verdicts.get(target, "-")}
     return rows
 
 
@@ -175,6 +181,47 @@ def table(folder: Path) -> str:
                      f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
                      f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['trained']:>7} "
                      f"{row['budget']:>7} {row['identifiable']}")
+    return "\n".join(lines)
+
+
+def identifications(folder: Path, penalty: tuple[str, float] | None = None) -> list[dict[str, Any]]:
+    """The finished identifiability checks under ``folder`` (``identify-*/identify.json`` with a
+    verdict), the :data:`TARGETS` first in their order: each its ``verdict`` (as
+    :meth:`~cellgraph.discover.identify.Identification.to_dict` wrote it) with ``target`` and
+    ``checked`` (the structures evaluated) added. ``penalty`` ``(name, weight)``: every row
+    rescored from its ``val_mse`` and ``complexity`` with
+    :func:`~cellgraph.discover.evaluator.penalised`, and the verdict recomputed at the file's margin."""
+    found = []
+    for path in sorted(folder.glob("identify-*/identify.json")):
+        stored = json.loads(path.read_text())
+        if "verdict" in stored:
+            verdict = stored["verdict"] if penalty is None else _rescored(stored, *penalty)
+            found.append({**verdict, "target": stored["spec"]["data"]["teacher"], "checked": len(stored["rows"])})
+    order = {name: k for k, name in enumerate(TARGETS)}
+    return sorted(found, key=lambda row: (order.get(row["target"], len(order)), row["target"]))
+
+
+def _rescored(stored: dict[str, Any], penalty: str, weight: float) -> dict[str, Any]:
+    """``stored``'s verdict with every row's objective recomputed under ``penalty`` and ``weight``."""
+    from cellgraph.discover.evaluator import penalised
+    from cellgraph.discover.identify import Identification, Row
+
+    rows = [Row(**{**row, "objective": None if row["objective"] is None else
+                   penalised(row["details"]["val_mse"], row["details"]["complexity"], weight, penalty)})
+            for row in stored["rows"]]
+    teacher = next(r for r in rows if r.name == "teacher")
+    return Identification((teacher, *(r for r in rows if r is not teacher)), stored["verdict"]["margin"]).to_dict()
+
+
+def identify_table(folder: Path, penalty: tuple[str, float] | None = None) -> str:
+    """The table of :func:`identifications`, one line per teacher."""
+    lines = [f"{'teacher':<10} {'checked':>7} {'teacher obj':>11} {'best other':<32} {'its obj':>9} "
+             f"{'GRU obj':>9} {'gap':>8} verdict"]
+    for row in identifications(folder, penalty):
+        verdict = f"{'PASS' if row['passed'] else 'FAIL'} (margin {row['margin']:g})"
+        lines.append(f"{row['target']:<10} {row['checked']:>7} {_number(row['teacher'], '.4g'):>11} "
+                     f"{row['best_other'] or '-':<32} {_number(row['best_other_objective'], '.4g'):>9} "
+                     f"{_number(row['gru'], '.4g'):>9} {_number(row['gap'], '.3f'):>8} {verdict}")
     return "\n".join(lines)
 
 
@@ -196,10 +243,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--identify-limit", type=int, default=None, metavar="N",
                    help="neighbours per check (default all)")
     p.add_argument("--table", action="store_true", help="run nothing: print the table")
+    p.add_argument("--identify-table", action="store_true",
+                   help="run nothing: print the identifiability checks' table")
+    p.add_argument("--rescore", nargs=2, metavar=("PENALTY", "LAMBDA"), default=None,
+                   help="with --identify-table: rescore every row under this penalty (relative or absolute) "
+                        "and weight instead of the one the checks ran with")
     a = p.parse_args(own)
     if a.jobs < 1 or a.seeds < 1 or not a.budget > 0:
         p.error("--jobs and --seeds must be >= 1 and --budget > 0")
     root, records = Path(a.root), a.records and Path(a.records)
+    if a.identify_table:
+        print(identify_table(records or root, a.rescore and (a.rescore[0], float(a.rescore[1]))))
+        return
     if not a.table:
         root.mkdir(parents=True, exist_ok=True)
         todo = runs(tuple(a.targets), tuple(a.strategies), a.seeds, a.budget, tuple(extra), a.identify,

@@ -1,6 +1,7 @@
 """The recovery suite end to end on a tiny budget: it runs, keeps records, resumes and prints its table."""
 
 import json
+import math
 
 import pytest
 
@@ -52,3 +53,66 @@ def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():
     assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": ["rnn"]}) == "rnn-motifs"
     assert recovery.arm({"strategy": "evolution", "motifs": True, "seed_target": []}) == "evolution-motifs"
     assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": []}) == "local"  # no such arm
+
+
+def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):
+    """An ``identify.json`` as ``cellgraph discover --identify`` writes it: rows named and scored
+    by ``objectives`` (teacher first; ``val_mse`` the objective, ``complexity`` from
+    ``complexity`` by name, default 10), the verdict of :class:`Identification` on them."""
+    from cellgraph.discover.identify import Identification, Row
+
+    sizes = complexity or {}
+    rows = tuple(Row(name, f"hash-{name}", value, {"val_mse": value, "complexity": sizes.get(name, 10)}, {})
+                 for name, value in objectives.items())
+    stored = {"spec": {"data": {"teacher": teacher}, "epochs": 1}, "rows": [vars(r) for r in rows]}
+    if finished:
+        stored["verdict"] = Identification(rows, margin).to_dict()
+    (folder / f"identify-{teacher.replace(':', '')}").mkdir(parents=True)
+    (folder / f"identify-{teacher.replace(':', '')}" / "identify.json").write_text(json.dumps(stored))
+
+
+def test_the_identify_table_has_a_row_per_finished_check_with_its_columns(tmp_path, capsys):
+    _write_check(tmp_path, "random:1", {"teacher": 0.5, "gru": 0.9, "remove n2 keep left x": 0.52,
+                                        "op n3 add->mul": None}, margin=0.2)
+    _write_check(tmp_path, "mgu", {"teacher": 0.01, "gru": 0.02, "activation n1 identity->tanh": 0.0125,
+                                   "rewire n4 right h->n1": 0.3})
+    _write_check(tmp_path, "gru", {"teacher": 0.02, "op n5 add->mul": 0.019})  # no GRU row: it is the teacher
+    _write_check(tmp_path, "mut2", {"teacher": 0.01}, finished=False)  # still running: left out
+    recovery.main(["--identify-table", "--records", str(tmp_path), "--root", str(tmp_path / "nowhere")])
+    head, *lines = capsys.readouterr().out.splitlines()
+    assert head.split()[:4] == ["teacher", "checked", "teacher", "obj"]
+    assert [line.split()[0] for line in lines] == ["gru", "mgu", "random:1"]  # the targets' order, then others
+    gru, mgu, random1 = lines
+    assert mgu.split() == ["mgu", "4", "0.01", "activation", "n1", "identity->tanh", "0.0125", "0.02", "0.250",
+                           "PASS", "(margin", "0.1)"]
+    assert random1.split() == ["random:1", "4", "0.5", "remove", "n2", "keep", "left", "x", "0.52", "0.9", "0.040",
+                               "FAIL", "(margin", "0.2)"]
+    assert gru.split() == ["gru", "2", "0.02", "op", "n5", "add->mul", "0.019", "-", "-0.050", "FAIL", "(margin",
+                           "0.1)"]
+
+
+def test_the_table_shows_each_targets_identifiability_verdict(tmp_path):
+    _write_check(tmp_path, "mgu", {"teacher": 0.01, "gru": 0.02, "op n3 add->mul": 0.5})
+    _write_check(tmp_path, "mut1", {"teacher": 0.01, "gru": 0.02, "op n3 add->mul": 0.0101})
+    for target in ("mgu", "mut1", "mut3"):
+        (tmp_path / f"{target}-local-s0").mkdir()
+        (tmp_path / f"{target}-local-s0" / "discovery.json").write_text(json.dumps({
+            "config": {"teacher": target, "strategy": "local", "seed_target": []}, "budget": 1,
+            "result": {"target": None, "duplicates": 0, "proposed": None}, "best": []}))
+    verdicts = {target: row["identifiable"] for (target, _), row in recovery.summarize(tmp_path).items()}
+    assert verdicts == {"mgu": "PASS", "mut1": "FAIL", "mut3": "-"}
+
+
+def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, capsys):
+    """val_mse 0.010 at complexity 10 against a rival's 0.0105 at 9: the teacher passes at
+    margin 0 as recorded, and loses once each unit of complexity costs exp(0.1) (relative 0.1)."""
+    _write_check(tmp_path, "mgu", {"teacher": 0.010, "gru": 0.02, "op n3 add->mul": 0.0105}, margin=0.0,
+                 complexity={"teacher": 10, "gru": 14, "op n3 add->mul": 9})
+    args = ["--identify-table", "--records", str(tmp_path), "--root", str(tmp_path / "nowhere")]
+    recovery.main(args)
+    assert capsys.readouterr().out.splitlines()[1].split()[-3:] == ["PASS", "(margin", "0)"]
+    recovery.main([*args, "--rescore", "relative", "0.1"])
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[2] == f"{0.010 * math.exp(1.0):.4g}" and row[-3] == "FAIL"
+    recovery.main([*args, "--rescore", "absolute", "0.0"])
+    assert capsys.readouterr().out.splitlines()[1].split()[-3] == "PASS"
