@@ -1,0 +1,167 @@
+"""Can the discovery recipe's cell leave the GRU? RRNN-GRU warm-started at a trained GRU on
+planted tasks whose teacher is not the GRU, the structural logits' learning rate
+``structure_lr`` at the recipe's 1 and at a departing value, 3 seeds (docs/training.md, *The
+discovery recipe*).
+
+The warm start gives the GRU's tuple at every choosing node the logit lead
+``A = log(99 (C - 1))`` (5.98 for RRNN-GRU's ``C = 5``) over the others, and Adam moves a logit
+by about ``lr * structure_lr`` a step, so a lead closes in no fewer than about
+``A / (lr * structure_lr)`` steps: at the planted experiment's ``lr = 3e-3`` about 2,000 steps
+at ``structure_lr = 1``, 20 at ``structure_lr = 100``. A run here has ``EPOCHS`` epochs of
+``MAX_TRAIN / batch_size = 25`` steps.
+
+Runs (:func:`runs`), one process at a time, one torch thread each: per planted teacher and seed a
+``gru`` run of ``TEACHER_EPOCHS`` (``teacher-T-sS``, the warm start's teacher, shared by both
+rates), then per rate the recipe (``cellgraph train --model rrnn-gru``, no preset) warm-started
+from it (``T-slrV-sS``); every run on the planted experiment's sizes (hidden size 16, batch 32,
+``lr`` 3e-3, 32 logged sequences), ``MAX_TRAIN`` training and ``MAX_EVAL`` evaluation sequences.
+A finished run is kept, an interrupted one resumed. With ``--records DIR`` each ended run's
+record (``config.json``, ``final.json``, ``structures/``, its log; never checkpoints) goes to
+``DIR/NAME``, with ``leads.json``: the structural logits' lead left at the end
+(:func:`lead_left`, read from the last checkpoint).
+
+    python -m cellgraph.benchmarks.recipe_departure --root runs/recipe-departure --records results/recipe-departure
+    python -m cellgraph.benchmarks.recipe_departure --records results/recipe-departure --table
+
+The table (:func:`table`) reads the records: per run, exact recovery of the planted teacher
+(``final.json``), whether the most frequent cell of the last structure log has the GRU's
+structure (``gru_torch``, the warm start's), its nodes new and missing against the GRU's by shape
+(:func:`~cellgraph.algorithms.celldiff.cell_diff`: a change of tuple sharing alone keeps the
+shape), the share of logged cells with the GRU's structure, the lead left and the test accuracy,
+beside the teacher GRU's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cellgraph.algorithms.celldiff import cell_diff
+from cellgraph.benchmarks.recipe_ablation import run_one, set_flags
+from cellgraph.export.jsonio import load_document
+from cellgraph.files import write_json
+from cellgraph.targets import target
+
+#: Planted teachers that are not the GRU (docs/paper-notes.md, *Planted teachers*).
+TEACHERS = ("mgu", "mut1")
+#: ``structure_lr``: the recipe's, and one at which a lead of 6 closes in 20 steps at lr 3e-3.
+RATES = (1.0, 100.0)
+SEEDS = (0, 1, 2)
+TEACHER_EPOCHS, EPOCHS = 2, 4
+MAX_TRAIN, MAX_EVAL = 800, 200
+#: The planted experiment's sizes and learning rate (``cellgraph reproduce``), one thread.
+SIZES: dict[str, Any] = {"hidden_size": 16, "batch_size": 32, "lr": 3e-3, "log_structures": 32,
+                         "max_train": MAX_TRAIN, "max_eval": MAX_EVAL, "num_threads": 1}
+LEADS = "leads.json"
+GRU = target("gru_torch")
+
+
+def runs(teachers: tuple[str, ...] = TEACHERS, rates: tuple[float, ...] = RATES,
+         seeds: tuple[int, ...] = SEEDS, root: Path = Path("runs/recipe-departure")) -> list[tuple[str, list[str]]]:
+    """``(run name, cellgraph train arguments)`` of every run, each teacher gru run before the
+    recipe runs that start from it (``--teacher ROOT/teacher-T-sS``)."""
+    out = []
+    for teacher in teachers:
+        for seed in seeds:
+            common = {**SIZES, "planted_teacher": teacher, "seed": seed}
+            gru = f"teacher-{teacher}-s{seed}"
+            out.append((gru, ["--task", "planted", "--model", "gru",
+                              *set_flags({**common, "epochs": TEACHER_EPOCHS})]))
+            for rate in rates:
+                out.append((f"{teacher}-slr{rate:g}-s{seed}",
+                            ["--task", "planted", "--model", "rrnn-gru", "--teacher", str(root / gru),
+                             *set_flags({**common, "epochs": EPOCHS, "structure_lr": rate})]))
+    return out
+
+
+def lead_left(checkpoint: Path) -> float:
+    """The smallest lead of a row's first structural logit over its second, over every row
+    (RRNN-GRU: every choosing node) of the checkpoint's structural logits: the warm start's
+    ``A`` at the start; where the cell still has the GRU's structure, how far the nearest
+    choice is from leaving it."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    tables = [value for name, value in state.items() if "structure_logits" in name]
+    return min(float((top[:, 0] - top[:, 1]).min()) for top in (t.topk(2, dim=-1).values for t in tables))
+
+
+def record_leads(root: Path, name: str, records: Path | None) -> None:
+    """Write :data:`LEADS` of a recipe run that has a last checkpoint into its folder (and its
+    record)."""
+    checkpoint = root / name / "checkpoints" / "last.pt"
+    if name.startswith("teacher-") or not checkpoint.exists():
+        return
+    for folder in (root / name, *([records / name] if records else [])):
+        if folder.is_dir():
+            write_json(folder / LEADS, {"lead_left": lead_left(checkpoint)})
+
+
+def _last_log(folder: Path) -> dict[str, Any]:
+    return json.loads(sorted((folder / "structures").glob("epoch_*.json"))[-1].read_text())
+
+
+def _changes(form: dict[str, Any]) -> str:
+    """``new/missing`` nodes of a logged form against the GRU's, by shape."""
+    doc = load_document(form["cell"])
+    diffs = cell_diff(doc.cell, doc.layout, GRU.cell, GRU.layout)
+    return f"{sum(len(d.new) for d in diffs)}/{sum(len(d.missing) for d in diffs)}"
+
+
+def table(records: Path) -> list[dict[str, Any]]:
+    """One row per recipe run of ``records`` (module docstring), sorted by teacher, rate and seed."""
+    rows = []
+    for folder in sorted(records.iterdir()):
+        if folder.name.startswith("teacher-") or not (folder / "final.json").exists():
+            continue
+        config = json.loads((folder / "config.json").read_text())
+        final = json.loads((folder / "final.json").read_text())
+        gru = json.loads((records / f"teacher-{config['planted_teacher']}-s{config['seed']}" / "final.json")
+                         .read_text())
+        log = _last_log(folder)
+        top = log["forms"][0]
+        leads = folder / LEADS
+        rows.append({
+            "teacher": config["planted_teacher"], "structure_lr": config["structure_lr"], "seed": config["seed"],
+            "exact_recovery": final["recovery"]["exact_recovery"], "top_is_gru": top["is_target"],
+            "top_share": top["count"] / log["n_cells"], "top_new_missing": _changes(top),
+            "gru_share": log["target_share"], "epoch": log["epoch"],
+            "lead_left": json.loads(leads.read_text())["lead_left"] if leads.exists() else None,
+            "test_accuracy": final["test_accuracy"], "teacher_gru_accuracy": gru["test_accuracy"],
+        })
+    return sorted(rows, key=lambda r: (r["teacher"], r["structure_lr"], r["seed"]))
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| teacher | structure_lr | seed | exact recovery | top cell is the GRU (share) | top cell's nodes "
+             "new/missing vs GRU | GRU share | lead left | test acc | teacher GRU test acc |",
+             "|---" * 10 + "|"]
+    for r in rows:
+        lead = "-" if r["lead_left"] is None else f"{r['lead_left']:.2f}"
+        lines.append(f"| {r['teacher']} | {r['structure_lr']:g} | {r['seed']} | {'yes' if r['exact_recovery'] else 'no'} "
+                     f"| {'yes' if r['top_is_gru'] else 'no'} ({r['top_share']:.2f}) | {r['top_new_missing']} "
+                     f"| {r['gru_share']:.2f} | {lead} | {r['test_accuracy']:.3f} | {r['teacher_gru_accuracy']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", default="runs/recipe-departure", help="where the runs train (default %(default)s)")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="keep each ended run's record (no checkpoints) and its leads.json here; the table reads "
+                   "DIR (default: ROOT)")
+    p.add_argument("--table", action="store_true", help="train nothing: print the table of the records")
+    a = p.parse_args(argv)
+    root, records = Path(a.root), a.records and Path(a.records)
+    if not a.table:
+        root.mkdir(parents=True, exist_ok=True)
+        for name, args in runs(root=root):  # one at a time: the teacher first
+            print(run_one(root, name, args, records), flush=True)
+            record_leads(root, name, records)
+    print(markdown(table(records or root)))
+
+
+if __name__ == "__main__":
+    main()
