@@ -581,7 +581,9 @@ def resolve_config(
         layers.append((str(config_file), load_toml(config_file)))
     layers.append(("--set", overrides or {}))
     if recipe and not preset and any("model" in layer for _, layer in layers):
-        model = _build(layers).model  # the recipe of the model the layers name, under them all
+        # the recipe of the model the last layer naming one names, under them all; read, not
+        # built, since the settings may hold only with the recipe (structure_lr needs its structural term)
+        model = next(layer["model"] for _, layer in reversed(layers) if "model" in layer)
         if model in RECIPES:
             layers.insert(1, (f"preset recipe-{model}", RECIPES[model]))
     config = _build(layers)
