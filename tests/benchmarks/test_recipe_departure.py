@@ -3,6 +3,7 @@ makes, the lead it reads from a checkpoint, and its table."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -11,7 +12,11 @@ import pytest
 
 from cellgraph.backends.torch.runs.train import train
 from cellgraph.benchmarks.recipe_ablation import keep_record
-from cellgraph.benchmarks.recipe_departure import RATES, SEEDS, TEACHERS, markdown, record_leads, runs, table
+from cellgraph.benchmarks.recipe_departure import (
+    GRU, MODELS, RATES, SEEDS, TEACHERS, against_gru, markdown, record_leads, runs, table,
+)
+from cellgraph.cell.expr import relabel
+from cellgraph.export.jsonio import dump_cell
 from cellgraph.experiment.config import resolve_config
 
 
@@ -21,7 +26,7 @@ def _sets(args: list[str]) -> dict[str, str]:
 
 def test_each_teacher_gru_trains_before_the_recipe_runs_that_start_from_it():
     made = runs(root=Path("R"))
-    assert len(made) == len(TEACHERS) * len(SEEDS) * (1 + len(RATES))
+    assert len(made) == len(TEACHERS) * len(SEEDS) * (1 + len(MODELS) * len(RATES))
     names = [name for name, _ in made]
     for name, args in made:
         if name.startswith("teacher-"):
@@ -30,7 +35,8 @@ def test_each_teacher_gru_trains_before_the_recipe_runs_that_start_from_it():
         teacher = args[args.index("--teacher") + 1]
         assert names.index(Path(teacher).name) < names.index(name) and Path(teacher).parent == Path("R")
         sets = _sets(args)
-        assert f"{sets['planted_teacher']}-slr{float(sets['structure_lr']):g}-s{sets['seed']}" == name
+        model = args[args.index("--model") + 1]
+        assert f"{sets['planted_teacher']}-{model}-slr{float(sets['structure_lr']):g}-s{sets['seed']}" == name
         assert "--preset" not in args and "lambda_td" not in sets  # the recipe as cellgraph train gives it
 
 
@@ -45,7 +51,7 @@ def records(tmp_path_factory) -> Path:
     train(resolve_config(None, None, {**tiny, "model": "gru"}), root / "teacher-mgu-s0", log=lambda s: None)
     keep_record(root, "teacher-mgu-s0", kept)
     for rate in (1.0, 100.0):
-        name = f"mgu-slr{rate:g}-s0"
+        name = f"mgu-rrnn-gru-slr{rate:g}-s0"
         config = resolve_config("recipe-rrnn-gru", None, {**tiny, "scoring_hidden": 4, "structure_lr": rate,
                                                           "teacher": str(root / "teacher-mgu-s0")})
         train(config, root / name, log=lambda s: None)
@@ -62,13 +68,27 @@ def test_the_lead_left_is_the_warm_starts_less_what_the_steps_moved(records):
     assert start - 0.01 < rows[1.0]["lead_left"] < start
     assert start - 0.45 < rows[100.0]["lead_left"] < start - 0.3  # the teacher's logit down, another up
     for row in rows.values():
-        assert row["top_is_gru"] and row["top_new_missing"] == "0/0" and row["teacher"] == "mgu"
+        assert row["top_is_gru"] and row["top_vs_gru"] == "same" and row["left_at_epoch"] is None
+        assert (row["teacher"], row["model"]) == ("mgu", "rrnn-gru")
         assert not row["exact_recovery"]  # RRNN-GRU's GRU cell is not MGU's structure
     assert markdown(list(rows.values())).count("\n") == 3
 
 
-def test_a_record_without_leads_shows_none(records, tmp_path):
+def test_the_first_epoch_off_the_gru_and_a_record_without_leads(records, tmp_path):
     copy = shutil.copytree(records, tmp_path / "records")
-    (copy / "mgu-slr1-s0" / "leads.json").unlink()
+    run = copy / "mgu-rrnn-gru-slr1-s0"
+    (run / "leads.json").unlink()
+    log = json.loads((run / "structures" / "epoch_001.json").read_text())
+    log["forms"][0]["is_target"] = False
+    (run / "structures" / "epoch_001.json").write_text(json.dumps(log))
     row = next(r for r in table(copy) if r["structure_lr"] == 1.0)
-    assert row["lead_left"] is None and "| - |" in markdown([row])
+    assert row["lead_left"] is None and row["left_at_epoch"] == 1 and "| 1 | - |" in markdown([row])
+
+
+def test_a_cell_that_left_the_gru_names_its_lowest_change():
+    """The departure the experiment measured: ``1 - z`` moved from the identity tuple to a
+    trainable one changes that node and the two above it (the product and the sum)."""
+    (state,) = GRU.cell
+    moved = relabel(state.root, lambda n: (n.op, n.act, 0 if n.act == "one_minus" else n.tuple))
+    assert against_gru({"cell": dump_cell(state.root, GRU.layout)}) == "same"
+    assert against_gru({"cell": dump_cell(moved, GRU.layout)}) == "3/3: one_minus[add, I] -> one_minus[add, W]"
