@@ -31,7 +31,9 @@ the warm start's) and its share, how it differs from the GRU's by shape
 (:func:`~cellgraph.algorithms.celldiff.cell_diff`: new and missing nodes and the lowest change;
 a change of tuple sharing alone keeps the shape), and the first epoch whose most frequent cell
 is not the GRU's; the lead left (for a cell that left the GRU, its own choices' lead); the test
-accuracy, beside the teacher GRU's (its 2 epochs, the runs' start).
+accuracy, or the epoch in which a run stopped on non-finite losses (``stopped.json``: no
+``final.json``, the structure logs and lead of its last good epoch), beside the teacher GRU's
+test accuracy (its 2 epochs, the runs' start).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from cellgraph.algorithms.celldiff import cell_diff
 from cellgraph.cell.expr import Node
 from cellgraph.cell.layout import Layout
 from cellgraph.benchmarks.recipe_ablation import run_one, set_flags
+from cellgraph.experiment.runs import STOPPED
 from cellgraph.export.jsonio import load_document
 from cellgraph.files import write_json
 from cellgraph.targets import target
@@ -135,10 +138,12 @@ def table(records: Path) -> list[dict[str, Any]]:
     """One row per recipe run of ``records`` (module docstring), sorted by teacher, model, rate and seed."""
     rows = []
     for folder in sorted(records.iterdir()):
-        if folder.name.startswith("teacher-") or not (folder / "final.json").exists():
+        ended = [folder / name for name in ("final.json", STOPPED) if (folder / name).exists()]
+        if folder.name.startswith("teacher-") or not ended:
             continue
         config = json.loads((folder / "config.json").read_text())
-        final = json.loads((folder / "final.json").read_text())
+        final = json.loads(ended[0].read_text()) if ended[0].name == "final.json" else None
+        stopped = None if final else json.loads(ended[0].read_text())["epoch"]
         gru = json.loads((records / f"teacher-{config['planted_teacher']}-s{config['seed']}" / "final.json")
                          .read_text())
         logs = _logs(folder)
@@ -146,11 +151,12 @@ def table(records: Path) -> list[dict[str, Any]]:
         leads = folder / LEADS
         rows.append({
             "teacher": config["planted_teacher"], "model": config["model"], "structure_lr": config["structure_lr"],
-            "seed": config["seed"], "exact_recovery": final["recovery"]["exact_recovery"],
+            "seed": config["seed"], "exact_recovery": final and final["recovery"]["exact_recovery"],
             "top_is_gru": top["is_target"], "top_share": top["count"] / log["n_cells"], "top_vs_gru": against_gru(top),
             "left_at_epoch": next((e["epoch"] for e in logs if not e["forms"][0]["is_target"]), None),
             "lead_left": json.loads(leads.read_text())["lead_left"] if leads.exists() else None,
-            "test_accuracy": final["test_accuracy"], "teacher_gru_accuracy": gru["test_accuracy"],
+            "test_accuracy": final and final["test_accuracy"], "stopped_at_epoch": stopped,
+            "teacher_gru_accuracy": gru["test_accuracy"],
         })
     return sorted(rows, key=lambda r: (r["teacher"], r["model"], r["structure_lr"], r["seed"]))
 
@@ -162,10 +168,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         lead = "-" if r["lead_left"] is None else f"{r['lead_left']:.2f}"
         left = "-" if r["left_at_epoch"] is None else r["left_at_epoch"]
-        lines.append(f"| {r['teacher']} | {r['model']} | {r['structure_lr']:g} | {r['seed']} "
-                     f"| {'yes' if r['exact_recovery'] else 'no'} | {'yes' if r['top_is_gru'] else 'no'} "
-                     f"({r['top_share']:.2f}) | {r['top_vs_gru']} | {left} | {lead} | {r['test_accuracy']:.3f} "
-                     f"| {r['teacher_gru_accuracy']:.3f} |")
+        exact = "-" if r["exact_recovery"] is None else ("yes" if r["exact_recovery"] else "no")
+        accuracy = (f"stopped in epoch {r['stopped_at_epoch']} (non-finite losses)" if r["test_accuracy"] is None
+                    else f"{r['test_accuracy']:.3f}")
+        lines.append(f"| {r['teacher']} | {r['model']} | {r['structure_lr']:g} | {r['seed']} | {exact} "
+                     f"| {'yes' if r['top_is_gru'] else 'no'} ({r['top_share']:.2f}) | {r['top_vs_gru']} | {left} "
+                     f"| {lead} | {accuracy} | {r['teacher_gru_accuracy']:.3f} |")
     return "\n".join(lines)
 
 

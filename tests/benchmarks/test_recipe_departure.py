@@ -74,7 +74,7 @@ def test_the_lead_left_is_the_warm_starts_less_what_the_steps_moved(records):
     assert markdown(list(rows.values())).count("\n") == 3
 
 
-def test_the_first_epoch_off_the_gru_and_a_record_without_leads(records, tmp_path):
+def test_the_first_epoch_off_the_gru_a_record_without_leads_and_a_stopped_run(records, tmp_path):
     copy = shutil.copytree(records, tmp_path / "records")
     run = copy / "mgu-rrnn-gru-slr1-s0"
     (run / "leads.json").unlink()
@@ -83,6 +83,12 @@ def test_the_first_epoch_off_the_gru_and_a_record_without_leads(records, tmp_pat
     (run / "structures" / "epoch_001.json").write_text(json.dumps(log))
     row = next(r for r in table(copy) if r["structure_lr"] == 1.0)
     assert row["lead_left"] is None and row["left_at_epoch"] == 1 and "| 1 | - |" in markdown([row])
+    stopped = copy / "mgu-rrnn-gru-slr100-s0"
+    (stopped / "final.json").unlink()
+    (stopped / "stopped.json").write_text(json.dumps({"epoch": 1, "reason": "non-finite"}))
+    row = next(r for r in table(copy) if r["structure_lr"] == 100.0)
+    assert row["test_accuracy"] is None and row["exact_recovery"] is None and row["stopped_at_epoch"] == 1
+    assert "| - | yes (1.00) |" in markdown([row]) and "| stopped in epoch 1 (non-finite losses) |" in markdown([row])
 
 
 def test_a_cell_that_left_the_gru_names_its_lowest_change():
