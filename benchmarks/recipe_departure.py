@@ -43,9 +43,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from cellgraph.algorithms.celldiff import cell_diff
+from cellgraph.backends.torch.training.checkpoint import load_checkpoint
 from cellgraph.cell.expr import Node
 from cellgraph.cell.layout import Layout
 from cellgraph.benchmarks.recipe_ablation import run_one, set_flags
@@ -93,7 +92,7 @@ def lead_left(checkpoint: Path) -> float:
     (RRNN-GRU: every choosing node) of the checkpoint's structural logits: the warm start's
     ``A`` at the start; where the cell still has the GRU's structure, how far the nearest
     choice is from leaving it."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    state = load_checkpoint(checkpoint)["model"]
     tables = [value for name, value in state.items() if "structure_logits" in name]
     return min(float((top[:, 0] - top[:, 1]).min()) for top in (t.topk(2, dim=-1).values for t in tables))
 
