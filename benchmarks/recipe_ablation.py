@@ -134,15 +134,16 @@ def runs(task: str, max_train: int | None = None, arms: tuple[str, ...] | None =
                 sets = {**paper_settings(model), **base, **models[model], **settings,
                         **({"teacher_epochs": teacher_epochs} if warm else {}),
                         "epochs": epochs if warm else teacher_epochs + epochs, "seed": seed}
-                out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *_flags(sets)]))
+                out.append((f"{model}-{arm}-s{seed}", ["--task", task, "--model", model, *set_flags(sets)]))
         warm = {"warm_start": "teacher", "teacher_epochs": teacher_epochs}
         for name, sets in (("gru", {"epochs": teacher_epochs + epochs}), ("gru-warm", {**warm, "epochs": epochs})):
             sets = {**base, **models["gru"], **sets, "seed": seed}
-            out.append((f"{name}-s{seed}", ["--task", task, "--model", "gru", *_flags(sets)]))
+            out.append((f"{name}-s{seed}", ["--task", task, "--model", "gru", *set_flags(sets)]))
     return out
 
 
-def _flags(sets: dict[str, Any]) -> list[str]:
+def set_flags(sets: dict[str, Any]) -> list[str]:
+    """``--set key=value`` for each setting (booleans as ``true`` / ``false``)."""
     return [a for k, v in sets.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
 
 

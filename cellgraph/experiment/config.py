@@ -203,6 +203,11 @@ class TrainConfig:
                            "of lr; 0 (the discovery recipe's) freezes alpha, so only the structural term and "
                            "the tuples learn what is chosen",
                            at_least(0))
+    structure_lr: float = _key(1.0, "rrnn, rrnn-gru with structure_term: the structural logits' learning rate as a "
+                               "multiple of lr. Adam moves a logit by about lr * structure_lr a step, so the warm "
+                               "start's lead A = log(w / (1 - w) (C - 1)) (5.98 for rrnn-gru at warm_weight 0.99) "
+                               "closes in no fewer than about A / (lr * structure_lr) steps; above 1 the recipe's "
+                               "cell can leave the GRU within a run", at_least(0))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
                               "steps)", at_least(0))
     lambda_td: float = _key(1e-3, "rrnn, rrnn-gru: weight of the tree distance TD between the "
@@ -303,9 +308,12 @@ def dataset_options(config: TrainConfig) -> dict[str, Any]:
 def _check_recipe(config: "TrainConfig") -> None:
     """The discovery recipe's settings fit together (docs/paper-notes.md, *Extension: the
     discovery recipe*): a warm start needs the structural term and a model that can compute
-    ``torch.nn.GRU``'s form."""
+    ``torch.nn.GRU``'s form, and ``structure_lr`` the structural term."""
     if config.structure_term and config.model == "rrnn-gru" and config.placement != "flexible":
         raise FormatError("structure_term", "rrnn-gru's structural term needs placement=flexible")
+    if config.structure_lr != 1.0 and not (config.structure_term and config.model in ("rrnn", "rrnn-gru")):
+        raise FormatError("structure_lr", f"{config.structure_lr:g} sets the structural logits' learning rate, "
+                          "which only rrnn and rrnn-gru with structure_term=true have")
     if config.warm_start == "none" or config.model == "gru":  # a gru takes the teacher's weights
         return
     if config.model not in ("rrnn", "rrnn-gru"):
@@ -573,7 +581,9 @@ def resolve_config(
         layers.append((str(config_file), load_toml(config_file)))
     layers.append(("--set", overrides or {}))
     if recipe and not preset and any("model" in layer for _, layer in layers):
-        model = _build(layers).model  # the recipe of the model the layers name, under them all
+        # the recipe of the model the last layer naming one names, under them all; read, not
+        # built, since the settings may hold only with the recipe (structure_lr needs its structural term)
+        model = next(layer["model"] for _, layer in reversed(layers) if "model" in layer)
         if model in RECIPES:
             layers.insert(1, (f"preset recipe-{model}", RECIPES[model]))
     config = _build(layers)

@@ -105,6 +105,20 @@ def test_presets_are_named_and_checked_against_the_task_and_model():
     assert preset_conflicts(None, config) == [] and preset_conflicts("mine", config) == []
 
 
+def test_the_recipe_default_takes_settings_that_hold_only_under_it(tmp_path):
+    """``cellgraph train`` puts the recipe of the model the last layer names under every layer,
+    so ``--set structure_lr=...`` (which needs the recipe's structural term) is read with it;
+    the paper's settings refuse it with a one-line error."""
+    config = resolve_config(overrides={"task": "planted", "model": "rrnn-gru", "structure_lr": "100"}, recipe=True)
+    assert (config.structure_lr, config.structure_term, config.warm_start) == (100.0, True, "teacher")
+    toml = tmp_path / "run.toml"
+    toml.write_text('model = "rrnn-gru"\n')
+    assert resolve_config(config_file=toml, overrides={"model": "gru"}, recipe=True).warm_start == "none"
+    with pytest.raises(FormatError, match=r"^--set: structure_lr: 100 sets the structural logits' learning rate, "
+                                          r"which only rrnn and rrnn-gru with structure_term=true have$"):
+        resolve_config(overrides={"model": "rrnn-gru", "structure_lr": "100"})
+
+
 def test_set_items_split_at_the_first_equals_sign():
     assert parse_set([" name = a=b ", "lr=1e-3"]) == {"name": "a=b", "lr": "1e-3"}
     for bad in ("lr", "=3"):

@@ -188,9 +188,13 @@ class RRNNCell(TupleModule):
         """``alpha``'s parameters (the scoring networks)."""
         return list(self.scoring.parameters())
 
+    def structure_parameters(self) -> list[nn.Parameter]:
+        """The structural logits, one table per space (none without the structural term)."""
+        return list(self.structure_logits or ())
+
     def scoring_parameters(self) -> list[nn.Parameter]:
         """``alpha``'s parameters and the structural logits."""
-        return self.alpha_parameters() + list(self.structure_logits or ())
+        return self.alpha_parameters() + self.structure_parameters()
 
     def prepare(self) -> list[SearchParams]:
         """The per-run search parameters; compute once per sequence and pass to forward."""

@@ -254,9 +254,13 @@ class RRNNGRUCell(TupleModule):
         """``alpha``'s parameters (the scoring network)."""
         return list(self.scoring.parameters())
 
+    def structure_parameters(self) -> list[nn.Parameter]:
+        """The structural logits (none without the structural term)."""
+        return [self.structure_logits] if self.structure_logits is not None else []
+
     def scoring_parameters(self) -> list[nn.Parameter]:
         """``alpha``'s parameters and the structural logits."""
-        return self.alpha_parameters() + ([self.structure_logits] if self.structure_logits is not None else [])
+        return self.alpha_parameters() + self.structure_parameters()
 
     def prepare(self) -> _GRUParams:
         """The stacked ``[L_0..L_n]``, ``[R_0..R_n]`` ``((n+1) p, p)`` of all layout tuples and

@@ -185,7 +185,8 @@ def _with_teacher(config: TrainConfig, out_dir: str | Path, log: Log, dist: Dist
         resume = RunDir(folder).has_checkpoint()
         log(f"warm start: {'resuming' if resume else 'training'} the teacher gru run in {folder} "
             f"({config.teacher_epochs} epochs)")
-        gru = config.replace(model="gru", epochs=config.teacher_epochs, warm_start="none", structure_term=False)
+        gru = config.replace(model="gru", epochs=config.teacher_epochs, warm_start="none", structure_term=False,
+                             structure_lr=1.0)  # a gru has no structural logits
         train(gru, folder, resume=resume, log=log)
     return config.replace(teacher=str(folder))
 
@@ -299,14 +300,17 @@ def _train(config: TrainConfig, out_dir: str | Path, resume: bool, argv: list[st
 
 
 def _optimizer(model: TaskModel, config: TrainConfig) -> torch.optim.Adam:
-    """Adam at ``lr``; with ``score_lr != 1`` alpha's parameters in a group of their own at
-    ``lr * score_lr`` (one group otherwise, as checkpoints of earlier runs hold)."""
-    if config.score_lr == 1.0 or not model.structured:
+    """Adam at ``lr``; with ``score_lr != 1`` alpha's parameters, with ``structure_lr != 1``
+    the structural logits, each in a group of their own at ``lr`` times that multiple (one
+    group when both are 1, as checkpoints of earlier runs hold)."""
+    own = [(params, config.lr * scale) for params, scale in
+           ((model.alpha_parameters(), config.score_lr), (model.structure_parameters(), config.structure_lr))
+           if scale != 1.0 and params] if model.structured else []
+    if not own:
         return torch.optim.Adam(model.parameters(), lr=config.lr)
-    alpha = model.alpha_parameters()
-    ids = {id(p) for p in alpha}
-    return torch.optim.Adam([{"params": [p for p in model.parameters() if id(p) not in ids]},
-                             {"params": alpha, "lr": config.lr * config.score_lr}], lr=config.lr)
+    ids = {id(p) for params, _ in own for p in params}
+    return torch.optim.Adam([{"params": [p for p in model.parameters() if id(p) not in ids]}]
+                            + [{"params": params, "lr": lr} for params, lr in own], lr=config.lr)
 
 
 def _quiet(_: str) -> None:

@@ -171,6 +171,11 @@ class TaskModel(nn.Module):
         self._require_structure("alpha_parameters")
         return self.core.cell.alpha_parameters()
 
+    def structure_parameters(self) -> list[nn.Parameter]:
+        """The structural logits (none without the structural term)."""
+        self._require_structure("structure_parameters")
+        return self.core.cell.structure_parameters()
+
     def choices(self, traces: Traces) -> Tensor:
         """RRNN-GRU: ``(B, T, n_choosing_nodes)`` tuple chosen at each choosing node and step."""
         if self.model_name != "rrnn-gru":
