@@ -9,7 +9,7 @@ other is started or resumed (the command resumes its study), so the suite reruns
 neighbours limited by ``--identify-limit``). Arguments after ``--`` go to every command (data
 sizes, epochs, restarts, parsimony...).
 
-    python -m cellgraph.benchmarks.recovery --root runs/recovery --records results/recovery --jobs 2 -- --fidelity 5,20
+    python -m cellgraph.benchmarks.recovery --root runs/recovery60 --records results/recovery60 --strategies rnn-motifs random --jobs 2 -- --fidelity 20,60
 
 ``--records DIR`` copies each ended run's small records (``discovery.json``, ``identify.json``,
 ``best/``, the log; never ``study.db``) to ``DIR``; ``--table`` runs nothing and prints, from

@@ -30,7 +30,7 @@ _DESCRIPTION = (
     "run folder under RUN_DIR/candidates, and scored by its validation bpc or perplexity * exp(PARSIMONY * "
     "complexity) (default PARSIMONY 0.01 relative); there is no teacher, so no recovery and no --identify."
 )
-_EXAMPLES = ("cellgraph discover --teacher mgu --budget 200 --fidelity 5,20",
+_EXAMPLES = ("cellgraph discover --teacher mgu --budget 100 --fidelity 20,60 --strategy local --motifs --seed-target rnn",
              "cellgraph discover --teacher mgu --budget 100 --seed-target gru",
              "cellgraph discover --teacher mgu --identify --limit 20",
              "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
