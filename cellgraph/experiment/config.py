@@ -203,11 +203,9 @@ class TrainConfig:
                            "of lr; 0 (the discovery recipe's) freezes alpha, so only the structural term and "
                            "the tuples learn what is chosen",
                            at_least(0))
-    structure_lr: float = _key(1.0, "rrnn, rrnn-gru with structure_term: the structural logits' learning rate as a "
-                               "multiple of lr. Adam moves a logit by about lr * structure_lr a step, so the warm "
-                               "start's lead A = log(w / (1 - w) (C - 1)) (5.98 for rrnn-gru at warm_weight 0.99) "
-                               "closes in no fewer than about A / (lr * structure_lr) steps; above 1 the recipe's "
-                               "cell can leave the GRU within a run", at_least(0))
+    structure_lr: float = _key(1.0, "rrnn, rrnn-gru with structure_term: the structural logits' learning rate, a "
+                               "multiple of lr; the warm start's lead A closes in about A / (lr * structure_lr) "
+                               "steps (docs/training.md)", at_least(0))
     lambda_task: float = _key(1.0, "weight of the task loss (cross-entropy summed over a sequence's "
                               "steps)", at_least(0))
     lambda_td: float = _key(1e-3, "rrnn, rrnn-gru: weight of the tree distance TD between the "

@@ -161,8 +161,8 @@ def test_distinct_rows_and_errors():
     assert len({r.tobytes() for r in rows}) == 16
     with pytest.raises(CellGraphError, match="17 distinct sequences need vocab_size \\*\\* seq_len >= 17"):
         distinct_rows(np.random.default_rng(0), 17, 4, 2)
-    with pytest.raises(CellGraphError, match="unknown teacher 'rnn' \\(known: gru, gru_torch"):
-        load_planted(teacher="rnn")
+    with pytest.raises(CellGraphError, match="unknown teacher 'elman' \\(known: gru, gru_torch"):
+        load_planted(teacher="elman")
     with pytest.raises(CellGraphError, match="give both space and layout"):
         load_planted(teacher="random", space=target("gru").spaces[0])
     lstm = target("lstm")

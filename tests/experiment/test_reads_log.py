@@ -154,7 +154,7 @@ def test_diff_shows_each_frequent_cell_against_the_gru(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--epoch", "7"], "no structure log for epoch 7"),
-    (["--target", "rnn"], "unknown target 'rnn'"),
+    (["--target", "elman"], "unknown target 'elman'"),
     (["--top", "0"], "--top must be at least 1"),
 ])
 def test_diff_errors_are_one_line(tmp_path, capsys, argv, message):
