@@ -39,8 +39,8 @@ class PlantedEvaluator:
     """:class:`cellgraph.discover.evaluator.Evaluator` that fits each candidate to ``data``
     with ``settings`` (its ``epochs`` replaced by the search's rung) and returns the objective
     of the module docstring; ``last_details`` holds ``val_mse``, ``test_mse``, ``complexity``
-    and ``seconds`` (CPU) of the last call; :meth:`objective` rescores such details. ``num_threads``: torch's intra-op threads (None:
-    torch's default)."""
+    and ``seconds`` (CPU) of the last call; :meth:`objective` rescores such details.
+    ``num_threads``: torch's intra-op threads (None: torch's default)."""
 
     resumes = False
 
