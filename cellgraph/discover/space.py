@@ -141,13 +141,15 @@ def to_cell(root: Expr, state: str = "h") -> tuple[MultiCell, Layout]:
     return MultiCell((CellGraph(cell_root, state),)), layout
 
 
-def from_cell(cell: MultiCell | CellGraph, layout: Layout) -> Expr:
+def from_cell(cell: MultiCell | CellGraph, layout: Layout | None) -> Expr:
     """The candidate of a one-state ``cell``: identity-tuple nodes on :data:`IDENTITY`, every
-    other node on a trainable tuple of its own (tuple sharing is dropped)."""
+    other node on a trainable tuple of its own (tuple sharing is dropped). Without a
+    ``layout`` every tuple is trainable (as ``cellgraph train --model cell`` reads a cell
+    document without one)."""
     graphs = (cell,) if isinstance(cell, CellGraph) else tuple(cell)
     if len(graphs) != 1:
         raise CellGraphError(f"a candidate has one state; this cell has {len(graphs)}")
-    identity = layout.identity_indices
+    identity = frozenset() if layout is None else layout.identity_indices
     nodes = graphs[0].root.internal_nodes()
     own = {n: i + 1 for i, n in enumerate(nodes)}
     return renumber(relabel(graphs[0].root, lambda n: (n.op, n.act, IDENTITY if n.tuple in identity else own[n])))
