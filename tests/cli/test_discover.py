@@ -5,11 +5,13 @@ import math
 
 import pytest
 
+from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.cli.main import main
 from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.space import from_cell
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
+from tests.discover.cells import logged_form, structure_run
 
 pytest.importorskip("torch")
 pytest.importorskip("optuna")
@@ -70,11 +72,62 @@ def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
     (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
     (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-run", "r"], "not random search"),
+    (["--teacher", "mgu", "--budget", "2", "--seed-run", "r", "--seed-top", "0"], "--seed-top 0"),
+    (["--teacher", "mgu", "--budget", "2", "--seed-run", "nowhere"], "nowhere is not a run folder"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, words):
     assert main(["discover", *args, "--dir", str(tmp_path / "r"), *SIZES]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+#: Forms of an RRNN's structure log: a linear identity chain reading x and h (a candidate), one
+#: that never reads x and one whose root is a no-op (neither is).
+CHAIN = Node("add", "identity", 3, x, Node("add", "identity", 3, x, h))
+NO_X = Node("add", "identity", 3, zero, h)
+NO_OP = Node("add", "identity", 3, Node("add", "tanh", 0, x, h), zero)
+
+
+def test_a_search_seeded_from_a_run_starts_at_its_valid_forms_and_records_the_refusals(tmp_path, capsys):
+    run = structure_run(tmp_path / "rrnn", [logged_form(NO_X, 9), logged_form(CHAIN, 5), logged_form(NO_OP, 2)])
+    folder = tmp_path / "search"
+    assert main(["discover", "--teacher", "mgu", "--strategy", "local", "--motifs", "--seed-run", str(run),
+                 "--budget", "1", "--dir", str(folder), *TINY]) == 0
+    out = capsys.readouterr().out
+    assert (f"seeds from {run}, epoch 2: read the 3 most frequent of 3 forms (16 cells): kept 1, refused 2 "
+            "(1 does not read every data and state leaf, 1 no-op node (identity add of zero))") in out
+    assert "  form 2 (5 cells): h = identity[add_0](x, identity[add_0](x, h))" in out
+    record = json.loads((folder / "discovery.json").read_text())
+    seeded = record["seed_run"]
+    assert seeded["run"] == str(run) and seeded["config"]["model"] == "rrnn" and seeded["kept"] == 1
+    assert [row.get("reason") for row in seeded["rows"]] == ["does not read every data and state leaf", None,
+                                                            "no-op node (identity add of zero)"]
+    assert record["best"][0]["hash"] == seeded["rows"][1]["hash"]  # one evaluation: the seed
+    assert json.loads((folder / "seeds.json").read_text())["seed_run"] == seeded
+
+
+def test_a_run_with_no_valid_form_is_a_one_line_error_and_recorded(tmp_path, capsys):
+    run = structure_run(tmp_path / "rrnn", [logged_form(NO_X, 9), logged_form(NO_OP, 2), logged_form(CHAIN, 1)])
+    folder = tmp_path / "search"
+    assert main(["discover", "--teacher", "mgu", "--seed-run", str(run), "--seed-top", "2", "--budget", "1",
+                 "--dir", str(folder), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--seed-run {run}: none of its 2 most frequent forms is a candidate" in err
+    assert "(1 does not read every data and state leaf, 1 no-op node (identity add of zero))" in err
+    stored = json.loads((folder / "seeds.json").read_text())
+    assert stored["seed_run"]["kept"] == 0 and stored["config"]["teacher"] == "mgu"
+    assert stored["seed_run"]["refusals"] == {"does not read every data and state leaf": 1,
+                                              "no-op node (identity add of zero)": 1}
+    assert not (folder / "discovery.json").exists()
+
+
+def test_an_unfinished_run_seeds_nothing(tmp_path, capsys):
+    run = structure_run(tmp_path / "rrnn", [logged_form(CHAIN, 1)], finished=False)
+    assert main(["discover", "--teacher", "mgu", "--seed-run", str(run), "--budget", "1",
+                 "--dir", str(tmp_path / "search"), *TINY]) == 2
+    assert "has not finished (no final.json)" in capsys.readouterr().err
+    assert not (tmp_path / "search" / "seeds.json").exists()
 
 
 def test_a_task_search_writes_best_cells_that_cellgraph_train_retrains(tmp_path, capsys, small_data):

@@ -4,21 +4,13 @@ from collections import Counter
 
 from cellgraph.cell.expr import Leaf, Node, h, x, zero
 from cellgraph.cell.graph import CellGraph, MultiCell
-from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.seeding import DUPLICATE, seeding
 from cellgraph.discover.space import IDENTITY, from_cell, kind
 from cellgraph.export.jsonio import dump_cell
 from cellgraph.targets import target
-
-#: An RRNN's layout: three trainable tuples and the identity tuple (index 3).
-LAYOUT = Layout((*(TupleSpec(f"t{i}", f"L{i}", f"R{i}", f"b{i}") for i in range(3)), TupleSpec.identity_tuple()))
-
-
-def _form(root, count, layout=LAYOUT):
-    """A structure log's form entry: the fields the log writes, a dump of ``root``'s one-state cell."""
-    return {"canonical": repr(root), "count": count, "depth": 1, "n_internal": 1, "balance": 1.0,
-            "cell": dump_cell(MultiCell((CellGraph(root, "h"),)), layout)}
+from tests.discover.cells import RRNN_LAYOUT as LAYOUT
+from tests.discover.cells import logged_form as _form
 
 
 def _log(forms):

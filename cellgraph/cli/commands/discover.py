@@ -32,6 +32,7 @@ _DESCRIPTION = (
 )
 _EXAMPLES = ("cellgraph discover --teacher mgu --budget 100 --fidelity 20,60 --strategy local --motifs --seed-target rnn",
              "cellgraph discover --teacher mgu --budget 100 --seed-target gru",
+             "cellgraph discover --teacher mgu --budget 100 --strategy local --motifs --seed-run runs/rrnn-mgu",
              "cellgraph discover --teacher mgu --identify --limit 20",
              "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
 #: The planted data's sizes: flag -> load_planted_values argument and its default.
@@ -75,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "local search from")
     search.add_argument("--seed-target", action="append", default=[], metavar="NAME",
                         help="a target's cell to start evolution or local search from, e.g. rnn or gru (repeatable)")
+    search.add_argument("--seed-run", metavar="RUN_DIR", default=None,
+                        help="a finished training run (e.g. cellgraph train --model rrnn) whose most frequent cells "
+                             "of its last structure log start evolution or local search: those that are one-state "
+                             "candidates of the space are kept, the others refused and counted by reason "
+                             "(the search's seeds.json); an error when none is kept")
+    search.add_argument("--seed-top", type=int, default=10, metavar="K",
+                        help="--seed-run: the run's K most frequent forms are read (default 10)")
     search.add_argument("--storage", metavar="URL", default=None,
                         help="sqlite:///PATH, postgresql://... or journal:PATH (default RUN_DIR/study.db)")
     search.add_argument("--study", metavar="NAME", default="discover", help="study name (default discover)")
@@ -139,15 +147,16 @@ def _check(args: argparse.Namespace) -> None:
     if args.epochs is not None and args.fidelity is not None:
         raise CellGraphError("give --epochs or --fidelity, not both")
     positive = {"--keep": args.keep, "--population": args.population, "--num-threads": args.num_threads,
-                "--starts": args.starts,
+                "--starts": args.starts, "--seed-top": args.seed_top,
                 **{f"--{k.replace('_', '-')}": getattr(args, k) for k in SIZES}}
     bad = [f"{flag} {value}" for flag, value in positive.items() if value < 1]
     if bad:
         raise CellGraphError(f"must be >= 1: {', '.join(bad)}")
     if not args.identify and args.budget is None:
         raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
-    if (args.seed_cells or args.seed_target) and args.strategy == "random":
-        raise CellGraphError("--seed-cells and --seed-target start evolution or local search, not random search")
+    if (args.seed_cells or args.seed_target or args.seed_run) and args.strategy == "random":
+        raise CellGraphError("--seed-cells, --seed-target and --seed-run start evolution or local search, not random "
+                             "search")
     if args.motifs and args.strategy == "random":
         raise CellGraphError("--motifs are moves of evolution and local search, not of random search")
     if args.task is not None:
@@ -271,15 +280,48 @@ def _seeds(args: argparse.Namespace) -> tuple:
     return tuple(seeds)
 
 
+def _run_seeds(args: argparse.Namespace, folder: Path) -> tuple[tuple, dict[str, Any]]:
+    """``--seed-run``'s seeds (:func:`cellgraph.discover.seeding.seeding` of the run's last
+    structure log) and their record: the run's folder and config, the forms kept and refused
+    (``folder/seeds.json``, written first, also when none is kept; printed); an error that
+    counts the refusals by reason when none is kept."""
+    from cellgraph.discover import CellSpace
+    from cellgraph.discover.seeding import seeding
+    from cellgraph.discover.show import candidate_form
+    from cellgraph.errors import CellGraphError
+    from cellgraph.experiment.runlog import RunLog
+    from cellgraph.files import write_json
+
+    run = RunLog.load(args.seed_run)
+    if run.final() is None:
+        raise CellGraphError(f"--seed-run {args.seed_run}: the run has not finished (no final.json); give a "
+                             "finished run")
+    made = seeding(run.structure_log(), args.seed_top, CellSpace())
+    record = {"run": str(args.seed_run), "config": run.config, **made.to_dict()}
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "seeds.json", {**_record(args), "seed_run": record})
+    print(f"seeds from {args.seed_run}, {made.summary()}")
+    for row in (r for r in made.rows if r.root is not None):
+        print(f"  form {row.rank} ({row.count} cells): {candidate_form(row.root)}"
+              + (" (tuple sharing dropped)" if row.shared else ""))
+    if not made.seeds:
+        raise CellGraphError(f"--seed-run {args.seed_run}: none of its {len(made.rows)} most frequent forms is a "
+                             f"candidate of the search's space ({made.refused()}); {folder / 'seeds.json'} lists them")
+    return made.seeds, record
+
+
 def _search(args: argparse.Namespace) -> int:
     from cellgraph.discover import CellSpace, LocalSearch, RandomSearch, RegularizedEvolution, cell_hash, discover
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
-    seeds = _seeds(args)
+    folder = _folder(args)
+    seeds, seeded = _seeds(args), None
+    if args.seed_run is not None:
+        from_run, seeded = _run_seeds(args, folder)
+        seeds += from_run
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
                 "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch}[args.strategy]()
-    folder = _folder(args)
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
@@ -288,7 +330,8 @@ def _search(args: argparse.Namespace) -> int:
     best = write_best(folder, result, target)
     write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data,
                                            "teacher": None if teacher is None else _teacher(args.teacher, teacher),
-                                           "evaluator": settings, "result": result.to_dict(), "best": best})
+                                           "evaluator": settings, "result": result.to_dict(), "best": best,
+                                           **({} if seeded is None else {"seed_run": seeded})})
     _print_search(args, folder, teacher, result, best)
     return 0
 
