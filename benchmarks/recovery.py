@@ -4,7 +4,13 @@
 Every run is one ``cellgraph discover`` command (a subprocess) with its own ``RUN_DIR``,
 ``ROOT/TARGET-STRATEGY-sSEED`` (``random:0`` written ``random0``), its output in
 ``ROOT/NAME.log``; a run whose ``discovery.json`` records at least the budget asked is kept, any
-other is started or resumed (the command resumes its study), so the suite reruns. With
+other is started or resumed (the command resumes its study), so the suite reruns. The
+``rrnn-seeded`` arm first trains (or resumes, or keeps) its RRNN run ``ROOT/TARGET-rrnn-sSEED``
+(:data:`RRNN`, on the planted classification task of the same teacher; its log
+``ROOT/TARGET-rrnn-sSEED.log``, its record never copied: the search's ``seeds.json`` holds its
+config and the forms kept and refused) and its search starts from that run's most frequent
+cells (``--seed-run``); where none is a candidate, ``seeds.json`` says why, the run has ended,
+and the table counts it under ``no seed``. With
 ``--identify`` each target's identifiability check runs too (``ROOT/identify-TARGET``, its
 neighbours limited by ``--identify-limit``). Arguments after ``--`` go to every command (data
 sizes, epochs, restarts, parsimony...).
@@ -16,7 +22,8 @@ sizes, epochs, restarts, parsimony...).
 ``--records`` (else ``--root``), per target and strategy: exact recoveries over seeds, the median
 full-fidelity evaluations and CPU seconds up to the first recovery (over the seeds that recovered),
 the median best objective, the duplicates reused (all seeds), the seeds whose search trained the
-teacher at all (``trained``: proposed, if not kept as its best), the runs' budgets and the target's identifiability
+teacher at all (``trained``: proposed, if not kept as its best), the seeds whose RRNN run gave no
+seed (``no seed``; ``-`` for an arm that seeds from no run), the runs' budgets and the target's identifiability
 verdict (``PASS``/``FAIL``, ``-`` when not checked): a target that fails it cannot be recovered by
 an objective that does not tell it from a neighbour, and is shown as such. ``--identify-table``
 prints instead, from every finished check (an ``identify.json`` with its verdict) there, one row
@@ -43,16 +50,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "run_name", "runs", "run_one", "keep_record", "summarize", "table",
-           "identifications", "identify_table", "main"]
+from cellgraph.benchmarks.recipe_ablation import run_one as train_one
+from cellgraph.benchmarks.recipe_ablation import set_flags
+from cellgraph.experiment.config import paper_settings
+
+__all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "RRNN", "RRNN_RUN", "run_name", "rrnn_run", "runs",
+           "rrnn_runs", "run_one", "keep_record", "summarize", "table", "identifications", "identify_table", "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
+#: What stands for the RRNN run's folder in :data:`ARMS`; :func:`runs` puts the folder of
+#: :func:`rrnn_run` there.
+RRNN_RUN = "RRNN_RUN"
 #: The arms: a strategy, its moves and how it starts, as ``cellgraph discover`` flags (in the
 #: order :func:`arm` writes them). ``evolution``, ``local`` and ``random`` start cold (random
 #: cells) with single changes; ``evolution-motifs`` adds the motif moves; ``rnn-motifs`` is local
 #: search with the motif moves from the one-node tanh RNN (target ``rnn``: a start that knows no
 #: gate, so still cold); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the
-#: GRU (the discovery recipe's start, never the teacher's).
+#: GRU (the discovery recipe's start, never the teacher's); ``rrnn-seeded`` is local search with
+#: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -61,13 +76,21 @@ ARMS: dict[str, tuple[str, ...]] = {
     "rnn-motifs": ("--strategy", "local", "--motifs", "--seed-target", "rnn"),
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
+    "rrnn-seeded": ("--strategy", "local", "--motifs", "--seed-run", RRNN_RUN),
 }
+#: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
+#: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
+#: which starts as the GRU and keeps its form), small: 4 epochs of the first 256 training
+#: sequences, 64 validation and test sequences (the structure log's cells: 64 x 20 steps),
+#: hidden size 16, scoring network 32, one thread (docs/discover.md, *Seeds from an RRNN run*).
+RRNN: dict[str, Any] = {**paper_settings("rrnn"), "epochs": 4, "max_train": 256, "max_eval": 64, "hidden_size": 16,
+                        "scoring_hidden": 32, "num_threads": 1}
 STRATEGIES = tuple(ARMS)
 SEEDS = 3
 #: The full-fidelity evaluations of a run by default.
 BUDGET = 200
 #: What a run's record keeps (besides its log): small files, never the study's database.
-RECORD = ("discovery.json", "identify.json", "best")
+RECORD = ("discovery.json", "seeds.json", "identify.json", "best")
 
 
 def run_name(target: str, strategy: str | None = None, seed: int | None = None) -> str:
@@ -76,10 +99,26 @@ def run_name(target: str, strategy: str | None = None, seed: int | None = None) 
     return f"identify-{plain}" if strategy is None else f"{plain}-{strategy}-s{seed}"
 
 
+def rrnn_run(target: str, seed: int) -> tuple[str, list[str]]:
+    """``(TARGET-rrnn-sSEED, cellgraph train arguments)`` of the :data:`RRNN` run of the
+    ``rrnn-seeded`` arm: the planted classification task labelled by teacher ``target``."""
+    return run_name(target, "rrnn", seed), ["--task", "planted", "--model", "rrnn",
+                                            *set_flags({"planted_teacher": target, "seed": seed, **RRNN})]
+
+
+def rrnn_runs(targets: tuple[str, ...] = TARGETS, strategies: tuple[str, ...] = STRATEGIES,
+              seeds: int = SEEDS) -> list[tuple[str, list[str]]]:
+    """:func:`rrnn_run` of every target and seed when ``strategies`` has an arm that reads one."""
+    reads = any(RRNN_RUN in ARMS[strategy] for strategy in strategies)
+    return [rrnn_run(target, seed) for target in targets for seed in range(seeds)] if reads else []
+
+
 def runs(targets: tuple[str, ...] = TARGETS, strategies: tuple[str, ...] = STRATEGIES, seeds: int = SEEDS,
          budget: float = BUDGET, extra: tuple[str, ...] = (), identify: bool = False,
-         identify_limit: int | None = None) -> list[tuple[str, list[str], float | None]]:
-    """``(name, cellgraph discover arguments, budget or None for a check)`` of every run."""
+         identify_limit: int | None = None, root: Path = Path("runs/recovery")
+         ) -> list[tuple[str, list[str], float | None]]:
+    """``(name, cellgraph discover arguments, budget or None for a check)`` of every run;
+    :data:`RRNN_RUN` is the folder of :func:`rrnn_run` under ``root``."""
     out: list[tuple[str, list[str], float | None]] = []
     for target in targets:
         if identify:
@@ -87,20 +126,28 @@ def runs(targets: tuple[str, ...] = TARGETS, strategies: tuple[str, ...] = STRAT
             out.append((run_name(target), ["--teacher", target, "--identify", *limit, *extra], None))
         for strategy in strategies:
             for seed in range(seeds):
-                out.append((run_name(target, strategy, seed), ["--teacher", target, *ARMS[strategy],
-                                                               "--seed", str(seed), "--budget", f"{budget:g}",
-                                                               *extra], budget))
+                flags = [str(root / rrnn_run(target, seed)[0]) if f == RRNN_RUN else f for f in ARMS[strategy]]
+                out.append((run_name(target, strategy, seed), ["--teacher", target, *flags, "--seed", str(seed),
+                                                               "--budget", f"{budget:g}", *extra], budget))
     return out
 
 
 def _done(folder: Path, budget: float | None) -> bool:
     """Whether the run in ``folder`` ended: a search whose ``discovery.json`` records ``budget``
-    or more, a check whose ``identify.json`` has its verdict."""
+    or more, or whose ``seeds.json`` says its run gave no seed; a check whose ``identify.json``
+    has its verdict."""
     if budget is None:
         path = folder / "identify.json"
         return path.exists() and "verdict" in json.loads(path.read_text())
     path = folder / "discovery.json"
-    return path.exists() and json.loads(path.read_text())["budget"] >= budget
+    return path.exists() and json.loads(path.read_text())["budget"] >= budget or _unseeded(folder) is not None
+
+
+def _unseeded(folder: Path) -> dict[str, Any] | None:
+    """The ``seeds.json`` of the search in ``folder`` when its ``--seed-run`` gave no seed, else None."""
+    path = folder / "seeds.json"
+    stored = json.loads(path.read_text()) if path.exists() else None
+    return stored if stored is not None and not stored["seed_run"]["kept"] else None
 
 
 def run_one(root: Path, name: str, args: list[str], budget: float | None, records: Path | None = None) -> str:
@@ -137,7 +184,8 @@ def arm(config: dict[str, Any]) -> str:
     """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make (its strategy's
     name when no arm has them)."""
     flags = ("--strategy", config["strategy"], *(("--motifs",) if config.get("motifs") else ()),
-             *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)))
+             *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),
+             *(("--seed-run", RRNN_RUN) if config.get("seed_run") else ()))
     return next((name for name, arm_flags in ARMS.items() if arm_flags == flags), config["strategy"])
 
 
@@ -150,20 +198,28 @@ def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
     targets' ``identify.json`` under ``folder``."""
     verdicts = {row["target"]: "PASS" if row["passed"] else "FAIL" for row in identifications(folder)}
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    unseeded: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*/discovery.json")):
         found = json.loads(path.read_text())
         grouped.setdefault((found["config"]["teacher"], arm(found["config"])), []).append(found)
+    for stored in filter(None, map(_unseeded, sorted(p.parent for p in folder.glob("*/seeds.json")))):
+        key = (stored["config"]["teacher"], arm(stored["config"]))
+        unseeded.setdefault(key, []).append(stored)
+        grouped.setdefault(key, [])
     rows = {}
     for (target, strategy), found in sorted(grouped.items()):
         hits = [f["result"]["target"] for f in found if f["result"]["target"] is not None]
+        failed = unseeded.get((target, strategy), [])
         rows[(target, strategy)] = {
-            "recovered": len(hits), "seeds": len(found),
+            "recovered": len(hits), "seeds": len(found) + len(failed),
+            "unseeded": len(failed) if RRNN_RUN in ARMS.get(strategy, ()) else None,
             "trained": sum(1 for f in found if f["result"].get("proposed") is not None),
             "evaluations": _median([h["evaluations"] for h in hits]),
             "cpu_s": _median([h["cpu_seconds"] for h in hits]),
             "best": _median([f["best"][0]["objective"] for f in found if f["best"]]),
             "duplicates": sum(f["result"]["duplicates"] for f in found),
-            "budget": "/".join(sorted({f"{f['budget']:g}" for f in found}, key=float)),
+            "budget": "/".join(sorted({f"{b:g}" for b in [*(f["budget"] for f in found),
+                                                           *(u["config"]["budget"] for u in failed)]}, key=float)),
             "identifiable": verdicts.get(target, "-")}
     return rows
 
@@ -175,12 +231,12 @@ def _number(value: float | None, spec: str) -> str:
 def table(folder: Path) -> str:
     """The table of :func:`summarize`, one line per target and strategy."""
     lines = [f"{'target':<10} {'arm':<16} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
-             f"{'dups':>5} {'trained':>7} {'budget':>7} identifiable"]
+             f"{'dups':>5} {'trained':>7} {'no seed':>7} {'budget':>7} identifiable"]
     for (target, strategy), row in summarize(folder).items():
         lines.append(f"{target:<10} {strategy:<16} {row['recovered']:>5}/{row['seeds']:<3} "
                      f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
                      f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['trained']:>7} "
-                     f"{row['budget']:>7} {row['identifiable']}")
+                     f"{_number(row['unseeded'], 'd'):>7} {row['budget']:>7} {row['identifiable']}")
     return "\n".join(lines)
 
 
@@ -258,8 +314,11 @@ def main(argv: list[str] | None = None) -> None:
     if not a.table:
         root.mkdir(parents=True, exist_ok=True)
         todo = runs(tuple(a.targets), tuple(a.strategies), a.seeds, a.budget, tuple(extra), a.identify,
-                    a.identify_limit)
+                    a.identify_limit, root)
         with ThreadPoolExecutor(a.jobs) as pool:
+            for line in pool.map(lambda job: train_one(root, *job),
+                                 rrnn_runs(tuple(a.targets), tuple(a.strategies), a.seeds)):
+                print(line, flush=True)
             for line in pool.map(lambda job: run_one(root, *job, records), todo):
                 print(line, flush=True)
     print(table(records or root))

@@ -99,8 +99,9 @@ def test_the_table_shows_each_targets_identifiability_verdict(tmp_path):
         (tmp_path / f"{target}-local-s0" / "discovery.json").write_text(json.dumps({
             "config": {"teacher": target, "strategy": "local", "seed_target": []}, "budget": 1,
             "result": {"target": None, "duplicates": 0, "proposed": None}, "best": []}))
-    verdicts = {target: row["identifiable"] for (target, _), row in recovery.summarize(tmp_path).items()}
-    assert verdicts == {"mgu": "PASS", "mut1": "FAIL", "mut3": "-"}
+    rows = recovery.summarize(tmp_path)
+    assert {target: row["identifiable"] for (target, _), row in rows.items()} == {"mgu": "PASS", "mut1": "FAIL", "mut3": "-"}
+    assert {row["unseeded"] for row in rows.values()} == {None}  # the table's "-": the arm seeds from no run
 
 
 def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, capsys):
@@ -116,3 +117,49 @@ def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, ca
     assert row[2] == f"{0.010 * math.exp(1.0):.4g}" and row[-3] == "FAIL"
     recovery.main([*args, "--rescore", "absolute", "0.0"])
     assert capsys.readouterr().out.splitlines()[1].split()[-3] == "PASS"
+
+
+def test_the_rrnn_seeded_arm_seeds_local_search_from_the_small_paper_rrnn_of_its_target_and_seed(tmp_path):
+    from cellgraph.experiment.config import parse_set, resolve_config
+
+    made = recovery.runs(("mgu",), ("rrnn-seeded",), 2, 5, root=tmp_path)
+    assert [name for name, _, _ in made] == ["mgu-rrnn-seeded-s0", "mgu-rrnn-seeded-s1"]
+    assert made[1][1] == ["--teacher", "mgu", "--strategy", "local", "--motifs", "--seed-run",
+                          str(tmp_path / "mgu-rrnn-s1"), "--seed", "1", "--budget", "5"]
+    trained = recovery.rrnn_runs(("mgu", "random:2"), ("random", "rrnn-seeded"), 2)
+    assert [name for name, _ in trained] == ["mgu-rrnn-s0", "mgu-rrnn-s1", "random2-rrnn-s0", "random2-rrnn-s1"]
+    assert recovery.rrnn_runs(("mgu",), ("random", "rnn-motifs"), 2) == []
+    args = trained[3][1]
+    assert args[:4] == ["--task", "planted", "--model", "rrnn"] and args[4:6] == ["--set", "planted_teacher=random:2"]
+    # cellgraph train would start rrnn from the discovery recipe (the GRU); the arm trains the paper's RRNN
+    config = resolve_config(overrides={"task": "planted", "model": "rrnn", **parse_set(args[5::2])}, recipe=True)
+    assert (config.mode, config.warm_start, config.structure_term, config.seed) == ("soft", "none", False, 1)
+    assert (config.epochs, config.hidden_size, config.num_threads, config.max_train) == (4, 16, 1, 256)
+    assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": [], "seed_run": "x"}) == "rrnn-seeded"
+    assert recovery.arm({"strategy": "local", "motifs": False, "seed_target": [], "seed_run": "x"}) == "local"
+
+
+def test_the_rrnn_seeded_arm_end_to_end_and_a_run_that_gives_no_seed_is_tabled_as_such(tmp_path, capsys):
+    """Finished RRNN runs are kept (never retrained): seed 0's has a candidate, seed 1's none."""
+    from cellgraph.cell.expr import Node, h, x, zero
+    from tests.discover.cells import logged_form, structure_run
+
+    root, records = tmp_path / "runs", tmp_path / "records"
+    chain = Node("add", "identity", 3, x, Node("add", "identity", 3, x, h))
+    structure_run(root / "mgu-rrnn-s0", [logged_form(chain, 5)])
+    structure_run(root / "mgu-rrnn-s1", [logged_form(Node("add", "identity", 3, zero, h), 9)])
+    args = ["--root", str(root), "--records", str(records), "--targets", "mgu", "--strategies", "rrnn-seeded",
+            "--seeds", "2", "--budget", "1", "--", *TINY]
+    recovery.main(args)
+    out = capsys.readouterr().out
+    assert "mgu-rrnn-s0: done" in out and "mgu-rrnn-s1: done" in out
+    assert "mgu-rrnn-seeded-s0: exit 0" in out and "mgu-rrnn-seeded-s1: exit 2" in out
+    assert "none of its 1 most frequent forms is a candidate" in (root / "mgu-rrnn-seeded-s1.log").read_text()
+    assert (records / "mgu-rrnn-seeded-s1" / "seeds.json").exists()  # the failure's record is kept
+    assert json.loads((records / "mgu-rrnn-seeded-s0" / "seeds.json").read_text())["seed_run"]["kept"] == 1
+    rows = {row.split()[1]: row.split() for row in out.splitlines() if row.startswith("mgu ")}
+    assert rows["rrnn-seeded"][2] == "0/2" and rows["rrnn-seeded"][-3:] == ["1", "1", "-"]  # no seed 1, budget 1
+    assert rows["rrnn-seeded"][3:5] == ["-", "-"] and rows["rrnn-seeded"][5] != "-"  # no recovery; a best objective
+    recovery.main(args)
+    out = capsys.readouterr().out
+    assert "mgu-rrnn-seeded-s0: done" in out and "mgu-rrnn-seeded-s1: done" in out  # the failure has ended
