@@ -52,7 +52,8 @@ TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(
 #: cells) with single changes; ``evolution-motifs`` adds the motif moves; ``rnn-motifs`` is local
 #: search with the motif moves from the one-node tanh RNN (target ``rnn``: a start that knows no
 #: gate, so still cold); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the
-#: GRU (the discovery recipe's start, never the teacher's).
+#: GRU (the discovery recipe's start, never the teacher's); ``tpe`` (grouped multivariate TPE over
+#: the slot encoding) starts cold.
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -61,6 +62,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "rnn-motifs": ("--strategy", "local", "--motifs", "--seed-target", "rnn"),
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
+    "tpe": ("--strategy", "tpe"),
 }
 STRATEGIES = tuple(ARMS)
 SEEDS = 3
