@@ -57,7 +57,8 @@ def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():
 
 def test_the_tpe_arm_runs_tpe_cold_and_is_tabled_as_tpe():
     (name, args, _), = recovery.runs(("mut1",), ("tpe",), 1, 5)
-    assert name == "mut1-tpe-s0" and args[:4] == ["--teacher", "mut1", "--strategy", "tpe"] and "--seed-target" not in args
+    assert name == "mut1-tpe-s0" and args[:4] == ["--teacher", "mut1", "--strategy", "tpe"]
+    assert "--seed-target" not in args
     assert recovery.arm({"strategy": "tpe", "motifs": False, "seed_target": []}) == "tpe"
 
 
