@@ -67,7 +67,8 @@ RRNN_RUN = "RRNN_RUN"
 #: search with the motif moves from the one-node tanh RNN (target ``rnn``: a start that knows no
 #: gate, so still cold); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the
 #: GRU (the discovery recipe's start, never the teacher's); ``rrnn-seeded`` is local search with
-#: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`).
+#: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`); ``tpe``
+#: (grouped multivariate TPE over the slot encoding) starts cold.
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -77,6 +78,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
     "rrnn-seeded": ("--strategy", "local", "--motifs", "--seed-run", RRNN_RUN),
+    "tpe": ("--strategy", "tpe"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,

@@ -9,10 +9,11 @@
    epochs reserved by running ones, counted in full-fidelity evaluations;
 3. ask the strategy for a candidate (:mod:`cellgraph.discover.strategies`) and hash it
    (:func:`cellgraph.discover.cache.cell_hash`);
-4. look the hash up: running in another worker -> skip it (counted, no trial); finished ->
-   record a trial that reuses its result (``duplicate_of``, no training); new -> create a
-   trial carrying the hash, then read again and withdraw it when another worker created one
-   for the same hash meanwhile (so no hash is ever trained twice);
+4. look the hash up: running in another worker -> skip it (counted, no trial); otherwise
+   create a trial carrying the hash and the proposal's Optuna parameters (the TPE strategy's;
+   the others draw none): finished -> the trial reuses its result (``duplicate_of``, no
+   training); new -> read again and withdraw it when another worker created one for the same
+   hash meanwhile (so no hash is ever trained twice);
 5. train it rung by rung (:mod:`cellgraph.discover.fidelity`), reserving each rung's epochs
    before training it, and tell the trial COMPLETE, PRUNED or FAILED.
 
@@ -188,7 +189,7 @@ class _Search:
             if t.number not in self.parsed:
                 self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
             out.append(Record(t.number, self.parsed[t.number], t.user_attrs["hash"], t.user_attrs.get("loss"),
-                              t.state == TrialState.COMPLETE))
+                              t.state == TrialState.COMPLETE, t.params))
         return out
 
     def run(self, rng: random.Random) -> None:
@@ -210,6 +211,9 @@ class _Search:
             self.skipped += 1
             return False
         trial = self.study.ask()
+        for name, value in proposal.params.items():
+            distribution = proposal.distributions[name]
+            self.storage.set_trial_param(trial._trial_id, name, distribution.to_internal_repr(value), distribution)
         attrs = {"hash": key, "cell": cell_json(proposal.root), "origin": proposal.origin, "parent": proposal.parent,
                  "worker": _worker(), "rejected": dict(self.rejected)}
         self.rejected.clear()

@@ -27,47 +27,79 @@ several workers share one search and a stopped search resumes from its study alo
   tried them); once all are, the best of them becomes the centre if it is better, and at a local
   optimum the best record not yet a centre does (a random cell when there is none). The chain of
   centres is recomputed from the history at every proposal, so the strategy keeps no state.
+* :class:`TPESearch`: the tree-structured Parzen estimator (J. Bergstra, R. Bardenet, Y. Bengio,
+  B. Kegl, "Algorithms for Hyper-Parameter Optimization", NeurIPS 2011) over the slot encoding
+  of :mod:`cellgraph.discover.slots`, as Optuna's ``TPESampler(multivariate=True, group=True)``
+  samples it (the group decomposition models the conditional slots). Each proposal replays the
+  history into a fresh in-memory study, the *view*: a record that reached full fidelity is a
+  COMPLETE trial at its loss, one stopped at a lower rung a PRUNED trial with its last rung's
+  loss (TPE ranks it below every complete one), one whose training failed a PRUNED trial with
+  no loss (ranked last). The sampler draws parameters in the view until they decode to a
+  candidate; each invalid draw is counted in ``rejected`` by its reason and told PRUNED with no
+  loss in the view, so the next draw of the same proposal avoids it. The parameters are the
+  proposal's (``params``), which the search records as its trial's Optuna parameters, so the
+  history holds what the sampler drew (a duplicate's trial too, with the loss it reuses). While
+  the history has fewer than ``starts`` records the draws are uniform (Optuna's
+  ``RandomSampler``, as TPE's own start). Seed cells are proposed first, as their encoding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+import warnings
 from collections import Counter
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Protocol, Sequence
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.exceptions import ExperimentalWarning
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.mutations import MOTIFS, mutate, neighbours
+from cellgraph.discover.slots import SlotEncoding
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution", "LocalSearch"]
+__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution", "LocalSearch", "TPESearch"]
 
 #: How many mutations of one parent are tried before the search gives up on it.
 MAX_MUTATIONS = 1000
+#: How many parameter sets one TPE proposal draws before the search gives up.
+MAX_DRAWS = 1000
 
 
 @dataclass(frozen=True)
 class Record:
     """One finished trial: its ``number``, candidate ``root`` and ``hash``, ``loss`` (None
-    when it failed) and whether it reached full fidelity (``complete``)."""
+    when it failed), whether it reached full fidelity (``complete``) and the Optuna
+    parameters it was drawn as (``params``, empty for strategies that draw none)."""
 
     number: int
     root: Expr
     hash: str
     loss: float | None
     complete: bool
+    params: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
 class Proposal:
-    """A candidate to evaluate, how it was made (``origin``: ``seed``, ``random`` or the
-    mutation's name) and the trial number of its ``parent`` (None when it has none)."""
+    """A candidate to evaluate, how it was made (``origin``: ``seed``, ``random``, ``tpe`` or
+    the mutation's name), the trial number of its ``parent`` (None when it has none) and the
+    Optuna parameters it was drawn as (``params``, each with its distribution in
+    ``distributions``), which the search records as its trial's parameters."""
 
     root: Expr
     origin: str
     parent: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    distributions: Mapping[str, BaseDistribution] = field(default_factory=dict, compare=False)
 
 
 class Strategy(Protocol):
@@ -212,3 +244,80 @@ class LocalSearch:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs}
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence optuna's warning that ``group`` is experimental and its note, one per
+    proposal, that a study was created in memory (the view)."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(verbosity, optuna.logging.WARNING))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def _observed(record: Record, encoding: SlotEncoding) -> FrozenTrial:
+    """``record`` as a trial of the view (module docstring): COMPLETE at its loss when it reached
+    full fidelity, else PRUNED with its last rung's loss, or with none when it failed."""
+    params = dict(record.params)
+    distributions = {name: encoding.distributions[name] for name in params}
+    if record.complete:
+        return create_trial(params=params, distributions=distributions, value=record.loss)
+    return create_trial(params=params, distributions=distributions, state=TrialState.PRUNED,
+                        intermediate_values={} if record.loss is None else {0: record.loss})
+
+
+def _view(history: Sequence[Record], encoding: SlotEncoding, sampler: BaseSampler) -> Study:
+    """A fresh in-memory study that has ``history`` as its trials and draws with ``sampler``."""
+    view = optuna.create_study(sampler=sampler, direction="minimize")
+    view.add_trials([_observed(r, encoding) for r in history])
+    return view
+
+
+@dataclass(frozen=True)
+class TPESearch:
+    """Grouped multivariate TPE over the slot encoding (module docstring), uniform draws for
+    the first ``starts`` records, started from ``seeds`` when given."""
+
+    starts: int = 10
+    seeds: tuple[Expr, ...] = ()
+
+    name = "tpe"
+
+    def __post_init__(self) -> None:
+        if self.starts < 1:
+            raise CellGraphError(f"tpe: starts must be >= 1, got {self.starts}")
+
+    def check(self, space: CellSpace) -> None:
+        """Every seed must be a candidate of ``space``."""
+        _check_seeds(self.name, self.seeds, space)
+
+    def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
+                rejected: Counter) -> Proposal:
+        encoding = SlotEncoding(space)
+        seed = _unevaluated_seed(self.seeds, history)
+        if seed is not None:
+            return Proposal(seed, "seed", params=encoding.encode(seed), distributions=encoding.distributions)
+        modelled = len(history) >= self.starts
+        with _quiet():
+            sampler = (TPESampler(multivariate=True, group=True, n_startup_trials=0, constant_liar=False,
+                                  seed=rng.randrange(2**32)) if modelled else RandomSampler(rng.randrange(2**32)))
+            view = _view(history, encoding, sampler)
+            for _ in range(MAX_DRAWS):
+                trial = view.ask()
+                params = encoding.suggest(trial)
+                decoded = encoding.decode(params)
+                if decoded.root is not None:
+                    return Proposal(decoded.root, "tpe" if modelled else "random", params=params,
+                                    distributions=encoding.distributions)
+                rejected[decoded.reason] += 1
+                view.tell(trial, state=TrialState.PRUNED)
+        raise CellGraphError(f"tpe: {MAX_DRAWS} draws in a row decoded to no candidate "
+                             f"({dict(rejected.most_common(3))}): widen the space")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds)}

@@ -55,6 +55,13 @@ def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():
     assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": []}) == "local"  # no such arm
 
 
+def test_the_tpe_arm_runs_tpe_cold_and_is_tabled_as_tpe():
+    (name, args, _), = recovery.runs(("mut1",), ("tpe",), 1, 5)
+    assert name == "mut1-tpe-s0" and args[:4] == ["--teacher", "mut1", "--strategy", "tpe"]
+    assert "--seed-target" not in args
+    assert recovery.arm({"strategy": "tpe", "motifs": False, "seed_target": []}) == "tpe"
+
+
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):
     """An ``identify.json`` as ``cellgraph discover --identify`` writes it: rows named and scored
     by ``objectives`` (teacher first; ``val_mse`` the objective, ``complexity`` from

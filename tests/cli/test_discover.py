@@ -52,6 +52,28 @@ def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resum
     assert "other settings (evaluator" in capsys.readouterr().err
 
 
+def test_a_tpe_search_runs_from_the_command_line_and_records_its_strategy(tmp_path, capsys, monkeypatch):
+    """With the structural loss in place of training (the backend's planted evaluator replaced)."""
+    import importlib
+    import types
+
+    from cellgraph.discover.synthetic import StructureEvaluator
+
+    backend = types.SimpleNamespace(planted_evaluator=lambda data, *a, **k: StructureEvaluator(
+        from_cell(data.cell, data.layout)))
+    plugins = importlib.import_module("cellgraph.backend")  # the package exports a function of that name
+    monkeypatch.setattr(plugins, "discover_backend", lambda name: backend)
+    monkeypatch.chdir(tmp_path)
+    args = ["discover", "--teacher", "mgu", "--strategy", "tpe", "--budget", "6", "--starts", "3", "--seed-target",
+            "rnn", *SIZES, "--epochs", "1"]
+    assert main(args) == 0
+    record = json.loads((tmp_path / "discoveries" / "mgu-tpe-s0" / "discovery.json").read_text())
+    assert record["config"]["strategy"] == "tpe" and record["result"]["evaluations"] == 6
+    search = json.loads((tmp_path / "discoveries" / "mgu-tpe-s0" / "discover.json").read_text())
+    assert search["strategy"] == {"name": "tpe", "starts": 3, "seeds": 1}
+    assert "6 evaluations" in capsys.readouterr().out
+
+
 def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
     folder = tmp_path / "id"
     assert main(["discover", "--teacher", "mgu", "--identify", "--limit", "2", "--dir", str(folder), *TINY]) == 0
@@ -71,6 +93,8 @@ def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
     (["--teacher", "mgu", "--budget", "2", "--fidelity", "3,1"], "increasing"),
     (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--motifs"], "not of tpe search"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--starts", "0"], "must be >= 1: --starts 0"),
     (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-run", "r"], "not random search"),
     (["--teacher", "mgu", "--budget", "2", "--seed-run", "r", "--seed-top", "0"], "--seed-top 0"),

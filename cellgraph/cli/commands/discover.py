@@ -59,26 +59,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output folder (default discoveries/TEACHER-STRATEGY-sSEED or TASK-STRATEGY-sSEED, "
                         "discoveries/identify-TEACHER)")
     search = p.add_argument_group("search")
-    search.add_argument("--strategy", choices=("evolution", "local", "random"), default="evolution",
-                        help="regularized evolution, local search over the one-change neighbourhood or random "
-                             "search (default evolution)")
+    search.add_argument("--strategy", choices=("evolution", "local", "random", "tpe"), default="evolution",
+                        help="regularized evolution, local search over the one-change neighbourhood, random "
+                             "search or grouped multivariate TPE over a slot encoding of cells (default evolution)")
     search.add_argument("--budget", type=float, default=None, metavar="N",
                         help="full-fidelity evaluations for the whole study (required to search)")
     search.add_argument("--population", type=int, default=20, help="evolution's population (default 20)")
     search.add_argument("--sample", type=int, default=5, help="evolution's sample size (default 5)")
     search.add_argument("--starts", type=int, default=10,
-                        help="local search without seed cells: random cells before it climbs (default 10)")
+                        help="local search without seed cells: random cells before it climbs; tpe: trials drawn "
+                             "uniformly before TPE models them (default 10)")
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
     search.add_argument("--seed-cells", nargs="+", default=[], metavar="FILE",
-                        help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution or "
-                             "local search from")
+                        help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution, "
+                             "local search or tpe from")
     search.add_argument("--seed-target", action="append", default=[], metavar="NAME",
-                        help="a target's cell to start evolution or local search from, e.g. rnn or gru (repeatable)")
+                        help="a target's cell to start evolution, local search or tpe from, e.g. rnn or gru "
+                             "(repeatable)")
     search.add_argument("--seed-run", metavar="RUN_DIR", default=None,
                         help="a finished training run (e.g. cellgraph train --model rrnn) whose most frequent cells "
-                             "of its last structure log start evolution or local search: those that are one-state "
+                             "of its last structure log start evolution, local search or tpe: those that are one-state "
                              "candidates of the space are kept, the others refused and counted by reason "
                              "(the search's seeds.json); an error when none is kept")
     search.add_argument("--seed-top", type=int, default=10, metavar="K",
@@ -155,10 +157,10 @@ def _check(args: argparse.Namespace) -> None:
     if not args.identify and args.budget is None:
         raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
     if (args.seed_cells or args.seed_target or args.seed_run) and args.strategy == "random":
-        raise CellGraphError("--seed-cells, --seed-target and --seed-run start evolution or local search, not random "
-                             "search")
-    if args.motifs and args.strategy == "random":
-        raise CellGraphError("--motifs are moves of evolution and local search, not of random search")
+        raise CellGraphError("--seed-cells, --seed-target and --seed-run start evolution, local search or tpe, "
+                             "not random search")
+    if args.motifs and args.strategy in ("random", "tpe"):
+        raise CellGraphError(f"--motifs are moves of evolution and local search, not of {args.strategy} search")
     if args.task is not None:
         _check_task(args)
     elif args.set:
@@ -311,7 +313,8 @@ def _run_seeds(args: argparse.Namespace, folder: Path) -> tuple[tuple, dict[str,
 
 
 def _search(args: argparse.Namespace) -> int:
-    from cellgraph.discover import CellSpace, LocalSearch, RandomSearch, RegularizedEvolution, cell_hash, discover
+    from cellgraph.discover import (CellSpace, LocalSearch, RandomSearch, RegularizedEvolution, TPESearch, cell_hash,
+                                    discover)
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
@@ -321,7 +324,8 @@ def _search(args: argparse.Namespace) -> int:
         from_run, seeded = _run_seeds(args, folder)
         seeds += from_run
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
-                "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch}[args.strategy]()
+                "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch,
+                "tpe": lambda: TPESearch(args.starts, seeds)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
