@@ -2,9 +2,10 @@
 (docs/discover.md, *The recovery suite*).
 
 Every run is one ``cellgraph discover`` command (a subprocess) with its own ``RUN_DIR``,
-``ROOT/TARGET-STRATEGY-sSEED`` (``random:0`` written ``random0``), its output in
-``ROOT/NAME.log``; a run whose ``discovery.json`` records at least the budget asked is kept, any
-other is started or resumed (the command resumes its study), so the suite reruns. The
+``ROOT/TARGET-STRATEGY-sSEED`` (``random:0`` written ``random0``, ``random:4:4-7``
+``random4-4to7``), its output in ``ROOT/NAME.log``; a run whose ``discovery.json`` records at
+least the budget asked is kept, any other is started or resumed (the command resumes its study),
+so the suite reruns. The
 ``rrnn-seeded`` arm first trains (or resumes, or keeps) its RRNN run ``ROOT/TARGET-rrnn-sSEED``
 (:data:`RRNN`, on the planted classification task of the same teacher; its log
 ``ROOT/TARGET-rrnn-sSEED.log``, its record never copied: the search's ``seeds.json`` holds its
@@ -52,6 +53,7 @@ from typing import Any
 
 from cellgraph.benchmarks.recipe_ablation import run_one as train_one
 from cellgraph.benchmarks.recipe_ablation import set_flags
+from cellgraph.data.planted import teacher_folder
 from cellgraph.experiment.config import paper_settings
 
 __all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "RRNN", "RRNN_RUN", "run_name", "rrnn_run", "runs",
@@ -96,8 +98,9 @@ RECORD = ("discovery.json", "seeds.json", "identify.json", "best")
 
 
 def run_name(target: str, strategy: str | None = None, seed: int | None = None) -> str:
-    """``TARGET-STRATEGY-sSEED``, or ``identify-TARGET`` without a strategy."""
-    plain = target.replace(":", "")
+    """``TARGET-STRATEGY-sSEED``, or ``identify-TARGET`` without a strategy; ``TARGET`` as
+    :func:`~cellgraph.data.planted.teacher_folder` writes it (``random:4:4-7``: ``random4-4to7``)."""
+    plain = teacher_folder(target)
     return f"identify-{plain}" if strategy is None else f"{plain}-{strategy}-s{seed}"
 
 

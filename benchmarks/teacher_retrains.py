@@ -43,6 +43,7 @@ from typing import Any
 
 from cellgraph.benchmarks.recipe_ablation import run_one
 from cellgraph.benchmarks.recovery import TARGETS
+from cellgraph.data.planted import teacher_folder
 from cellgraph.experiment.runlog import RunLog
 from cellgraph.experiment.summary import accuracy_recoveries
 
@@ -55,8 +56,9 @@ SEEDS = (0, 1, 2)
 
 
 def run_name(teacher: str, model: str, seed: int) -> str:
-    """``TEACHER-MODEL-sSEED``, ``random:0`` written ``random0``."""
-    return f"{teacher.replace(':', '')}-{model}-s{seed}"
+    """``TEACHER-MODEL-sSEED``, the teacher as :func:`~cellgraph.data.planted.teacher_folder`
+    writes it (``random:0`` ``random0``, ``random:4:4-7`` ``random4-4to7``)."""
+    return f"{teacher_folder(teacher)}-{model}-s{seed}"
 
 
 def runs(teachers: tuple[str, ...] = TEACHERS, seeds: tuple[int, ...] = SEEDS,

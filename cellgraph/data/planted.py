@@ -19,10 +19,12 @@ The task is learnable exactly by the teacher's structure. The teacher is any tar
 by :func:`random_cell` from the data seed over a :class:`~cellgraph.cell.layout.SearchSpace`,
 default the ``gru`` target's space and layout) or ``random:SEED``: the cell
 :func:`random_teacher` draws from ``SEED`` alone, whatever the data seed (which draws its
-weights). A teacher whose states or readout logits are not finite over the data (overflow,
-NaN) is refused with a :class:`CellGraphError` that names it; ``random:SEED`` first redraws its
-cell with the next sub-seed, up to :data:`MAX_DRAWS` cells, and records the number of cells
-drawn as ``draws``. The :class:`Teacher` is kept on the data set (``dataset.teacher``) with a
+weights), of :data:`RANDOM_SIZES` generated nodes; ``random:SEED:LOW-HIGH`` draws its size from
+``LOW-HIGH`` instead (:func:`random_spec` parses both). A teacher whose states or readout
+logits are not finite over the data (overflow, NaN) is refused with a :class:`CellGraphError`
+that names it; a random teacher first redraws its cell with the next sub-seed, up to
+:data:`MAX_DRAWS` cells, and records the number of cells drawn as ``draws``. The
+:class:`Teacher` is kept on the data set (``dataset.teacher``) with a
 JSON-serialisable description (:meth:`Teacher.to_json`).
 """
 
@@ -47,15 +49,20 @@ from cellgraph.targets import Target, target, target_names
 
 __all__ = [
     "Teacher", "random_cell", "random_teacher", "random_teacher_problem", "make_teacher", "distinct_rows",
-    "load_planted", "TEACHERS", "is_teacher_spec", "MAX_DRAWS", "RANDOM_SIZES",
+    "load_planted", "TEACHERS", "is_teacher_spec", "MAX_DRAWS", "RANDOM_SIZES", "MAX_RANDOM_NODES", "RandomSpec",
+    "random_spec", "teacher_folder",
 ]
 
 RANDOM = "random"
-#: The named teachers of the ``planted_teacher`` setting (besides ``random:SEED``).
+#: The named teachers of the ``planted_teacher`` setting (besides ``random:SEED[:LOW-HIGH]``).
 TEACHERS = ("gru", "gru_torch", "lstm", "mgu", "mut1", "mut2", "mut3")
-_RANDOM_SPEC = re.compile(r"random:(0|[1-9][0-9]*)")
+_INT = r"(0|[1-9][0-9]*)"
+_RANDOM_SPEC = re.compile(rf"{RANDOM}:{_INT}(?::{_INT}-{_INT})?")
 #: Generated nodes of a ``random:SEED`` teacher: drawn uniformly from this range (inclusive).
 RANDOM_SIZES = (6, 12)
+#: The largest ``HIGH`` of a ``random:SEED:LOW-HIGH`` teacher: the search space's ``max_nodes``
+#: (:class:`cellgraph.discover.space.CellSpace`), so that every random teacher is a candidate size.
+MAX_RANDOM_NODES = 15
 #: Cells ``random:SEED`` draws (sub-seeds ``0, 1, ...``) before a non-finite teacher is an error.
 MAX_DRAWS = 20
 #: Batch size and vector size of the probe on which :func:`random_cell` checks its nodes.
@@ -222,21 +229,88 @@ def _draw_cell(space: SearchSpace, rng: np.random.Generator) -> Expr | None:
     return nodes[-1]
 
 
+@dataclass(frozen=True)
+class RandomSpec:
+    """A random teacher: ``random:SEED``, or ``random:SEED:LOW-HIGH`` when ``sizes`` are not
+    :data:`RANDOM_SIZES`; its cell has ``LOW <= N <= HIGH`` generated nodes (``N`` drawn from
+    ``SEED``), ``1 <= LOW <= HIGH <=`` :data:`MAX_RANDOM_NODES`."""
+
+    seed: int
+    sizes: tuple[int, int] = RANDOM_SIZES
+
+    def __post_init__(self) -> None:
+        problem = _random_problem(self.seed, self.sizes)
+        if problem:
+            raise CellGraphError(f"random teacher: {problem}")
+
+    def __str__(self) -> str:
+        low, high = self.sizes
+        return f"{RANDOM}:{self.seed}" + ("" if self.sizes == RANDOM_SIZES else f":{low}-{high}")
+
+    @property
+    def folder(self) -> str:
+        """A folder name: ``randomSEED``, ``randomSEED-LOWtoHIGH``."""
+        low, high = self.sizes
+        return f"{RANDOM}{self.seed}" + ("" if self.sizes == RANDOM_SIZES else f"-{low}to{high}")
+
+
+def _random_problem(seed: Any, sizes: Any) -> str | None:
+    """What keeps ``(seed, sizes)`` from making a :class:`RandomSpec`, or ``None``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        return f"SEED must be an integer >= 0, got {seed!r}"
+    if not isinstance(sizes, tuple) or len(sizes) != 2 or not all(type(n) is int for n in sizes):
+        return f"sizes must be a pair of integers (LOW, HIGH), got {sizes!r}"
+    low, high = sizes
+    if not 1 <= low <= high <= MAX_RANDOM_NODES:
+        return f"sizes {low}-{high}: need 1 <= LOW <= HIGH <= {MAX_RANDOM_NODES}"
+    return None
+
+
+def random_spec(spec: str, what: str = "teacher") -> RandomSpec | None:
+    """The :class:`RandomSpec` that ``spec`` names: ``random:SEED`` or ``random:SEED:LOW-HIGH``
+    (integers without leading zeros); ``None`` when ``spec`` does not start with ``random:``, a
+    one-line :class:`CellGraphError` naming ``what`` and ``spec`` when it does but is not one."""
+    if not isinstance(spec, str) or not spec.startswith(f"{RANDOM}:"):
+        return None
+    match = _RANDOM_SPEC.fullmatch(spec)
+    if match is None:
+        raise CellGraphError(f"{what} {spec}: expected {RANDOM}:SEED or {RANDOM}:SEED:LOW-HIGH "
+                             "(integers without leading zeros)")
+    seed, low, high = match.groups()
+    sizes = RANDOM_SIZES if low is None else (int(low), int(high))
+    problem = _random_problem(int(seed), sizes)
+    if problem:
+        raise CellGraphError(f"{what} {spec}: {problem}")
+    return RandomSpec(int(seed), sizes)
+
+
 def is_teacher_spec(spec: str) -> bool:
     """Whether ``spec`` is a value of the ``planted_teacher`` setting: one of :data:`TEACHERS`
-    or ``random:SEED`` (``SEED`` an integer >= 0 without leading zeros)."""
-    return isinstance(spec, str) and (spec in TEACHERS or _RANDOM_SPEC.fullmatch(spec) is not None)
+    or a :func:`random_spec`."""
+    if isinstance(spec, str) and spec in TEACHERS:
+        return True
+    try:
+        return random_spec(spec) is not None
+    except CellGraphError:
+        return False
 
 
-def random_teacher_problem(cell: MultiCell) -> str | None:
-    """What keeps ``cell`` from being a ``random:SEED`` teacher, or ``None``: it must be one
-    state ``h`` of :data:`RANDOM_SIZES` generated nodes that reads ``x`` and ``h``, and no node
+def teacher_folder(spec: str) -> str:
+    """Teacher ``spec`` as a folder name: a named teacher as it is, a random one
+    :attr:`RandomSpec.folder` (``random:4`` ``random4``, ``random:4:4-7`` ``random4-4to7``)."""
+    chosen = random_spec(spec)
+    return spec if chosen is None else chosen.folder
+
+
+def random_teacher_problem(cell: MultiCell, sizes: tuple[int, int] = RANDOM_SIZES) -> str | None:
+    """What keeps ``cell`` from being a random teacher of ``sizes``, or ``None``: it must be one
+    state ``h`` of ``LOW-HIGH`` generated nodes that reads ``x`` and ``h``, and no node
     may be an identity chain ``identity(add(I a, I zero))`` (``a`` copied) on tuple index
     ``identity`` of the ``gru`` layout. Every node of a :class:`CellGraph` is reachable from
     its root."""
     if cell.states != ("h",):
         return f"it makes states {list(cell.states)}, not h alone"
-    graph, (low, high) = cell.output, RANDOM_SIZES
+    graph, (low, high) = cell.output, sizes
     nodes = graph.internal_nodes()
     if not low <= len(nodes) <= high:
         return f"it has {len(nodes)} generated nodes, not {low}-{high}"
@@ -250,20 +324,21 @@ def random_teacher_problem(cell: MultiCell) -> str | None:
     return None
 
 
-def random_teacher(seed: int, draw: int = 0) -> Target:
-    """The cell of teacher ``random:SEED`` at sub-seed ``draw``, from ``seed`` and ``draw``
-    alone: ``N`` uniform in :data:`RANDOM_SIZES`, then :func:`random_cell` with ``N``
-    iterations over the ``gru`` target's space and layout (``x``, ``h``, ``zero``; sigmoid,
-    tanh, one_minus, identity; add, mul; three trainable tuples and the identity). Raises
-    :class:`CellGraphError` if the cell misses a rule of :func:`random_teacher_problem`."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 or draw < 0:
-        raise CellGraphError(f"random teacher: seed and draw must be integers >= 0, got {seed!r}, {draw!r}")
+def random_teacher(seed: int, draw: int = 0, sizes: tuple[int, int] = RANDOM_SIZES) -> Target:
+    """The cell of teacher ``random:SEED`` (``random:SEED:LOW-HIGH`` for other ``sizes``) at
+    sub-seed ``draw``, from ``seed``, ``draw`` and ``sizes`` alone: ``N`` uniform in ``sizes``
+    (inclusive), then :func:`random_cell` with ``N`` iterations over the ``gru`` target's space
+    and layout (``x``, ``h``, ``zero``; sigmoid, tanh, one_minus, identity; add, mul; three
+    trainable tuples and the identity). Raises :class:`CellGraphError` if the cell misses a
+    rule of :func:`random_teacher_problem`."""
+    name = str(RandomSpec(seed, sizes))
+    if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
+        raise CellGraphError(f"random teacher {name}: the sub-seed must be an integer >= 0, got {draw!r}")
     rng = np.random.default_rng((seed, draw))
     gru = target("gru")
-    space = dataclasses.replace(gru.spaces[0], n_iterations=int(rng.integers(RANDOM_SIZES[0], RANDOM_SIZES[1] + 1)))
+    space = dataclasses.replace(gru.spaces[0], n_iterations=int(rng.integers(sizes[0], sizes[1] + 1)))
     cell = MultiCell((random_cell(space, gru.layout, rng),))
-    name = f"{RANDOM}:{seed}"
-    problem = random_teacher_problem(cell)
+    problem = random_teacher_problem(cell, sizes)
     if problem:
         raise CellGraphError(f"teacher {name}, sub-seed {draw}: {problem}")
     return Target(name, cell, gru.layout, (space,), (),
@@ -290,12 +365,11 @@ def make_teacher(
     space: SearchSpace | None = None,
     layout: Layout | None = None,
 ) -> tuple[Teacher, np.ndarray]:
-    """A random teacher of ``kind`` (a target name, ``random`` or ``random:SEED``) and the
+    """A random teacher of ``kind`` (a target name, ``random`` or a :func:`random_spec`) and the
     classes ``(n, T)`` it gives the token rows ``tokens``; its readout is standardised on the
     states of the first ``n_center`` rows (steps 2-4 of the module docstring). A teacher that
     is not finite over ``tokens`` is an error; ``random:SEED`` redraws its cell first."""
-    spec = _RANDOM_SPEC.fullmatch(kind) if isinstance(kind, str) else None
-    if spec is None:
+    if random_spec(kind) is None:
         cell, layout, spaces = _teacher_cell(kind, rng, space, layout)
         return _label(Teacher(kind, cell, layout, spaces, *_weights(rng, p, vocab_size, n_classes, weight_scale,
                                                                      bias_scale, layout)), tokens, n_center)
@@ -313,15 +387,15 @@ def make_teacher(
 
 def first_finite(spec: str, attempt: Callable[[Target, int | None], _T]) -> _T:
     """``attempt(cell, draws)`` for the cell of teacher ``spec``: a target name once
-    (``draws`` ``None``), ``random:SEED`` at sub-seeds ``0, 1, ...`` (``draws`` the cells drawn
-    so far) until an attempt does not find the teacher non-finite (:func:`check_finite`), at
-    most :data:`MAX_DRAWS` cells."""
-    spec_match = _RANDOM_SPEC.fullmatch(spec)
-    if spec_match is None:
+    (``draws`` ``None``), a :func:`random_spec` at sub-seeds ``0, 1, ...`` (``draws`` the cells
+    drawn so far) until an attempt does not find the teacher non-finite (:func:`check_finite`),
+    at most :data:`MAX_DRAWS` cells."""
+    chosen = random_spec(spec)
+    if chosen is None:
         return attempt(target(spec), None)
     for draw in range(MAX_DRAWS):
         try:
-            return attempt(random_teacher(int(spec_match.group(1)), draw), draw + 1)
+            return attempt(random_teacher(chosen.seed, draw, chosen.sizes), draw + 1)
         except _NotFinite as err:
             last = err
     raise CellGraphError(f"{last} (the cells of sub-seeds 0-{MAX_DRAWS - 1}, all refused, the last)")
@@ -349,7 +423,8 @@ def _teacher_cell(kind: str, rng: np.random.Generator, space: SearchSpace | None
             raise CellGraphError(f"teacher {kind!r} has its own space and layout")
         tgt = target(kind)
         return tgt.cell, tgt.layout, tgt.spaces
-    raise CellGraphError(f"unknown teacher {kind!r} (known: {', '.join(target_names())}, {RANDOM}, {RANDOM}:SEED)")
+    raise CellGraphError(f"unknown teacher {kind!r} (known: {', '.join(target_names())}, {RANDOM}, {RANDOM}:SEED, "
+                         f"{RANDOM}:SEED:LOW-HIGH)")
 
 
 def _weights(rng: np.random.Generator, p: int, vocab_size: int, n_classes: int, weight_scale: float,

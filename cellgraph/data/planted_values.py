@@ -7,8 +7,9 @@ exposes the structure, as symbolic-regression benchmarks do with continuous data
 
 1. inputs ``x_t ~ N(0, I_p)``, ``(n, T, p)``, drawn from the seed (no vocabulary, so the
    teacher's cell is exercised on a continuum of inputs and no embedding is learned);
-2. the teacher (a target name or ``random:SEED``, as the ``planted_teacher`` setting) runs in
-   float64 with tuples drawn as :func:`cellgraph.data.planted.teacher_tuples` draws them, at
+2. the teacher (a target name, ``random:SEED`` or ``random:SEED:LOW-HIGH``, as the
+   ``planted_teacher`` setting) runs in float64 with tuples drawn as
+   :func:`cellgraph.data.planted.teacher_tuples` draws them, at
    ``weight_scale`` (default 2: its nonlinearities are used, not left in their linear range);
 3. the targets are ``y_t = W h_t + b``, ``(n, T, n_out)``, with a random readout ``W``
    ``(n_out, p)`` (rows ``N(0, 1/p)``), each output standardised over the train split: zero
@@ -81,8 +82,9 @@ def load_planted_values(
     weight_scale: float = 2.0,
     bias_scale: float = 0.1,
 ) -> PlantedValues:
-    """The planted regression data of teacher ``teacher`` (a target name or ``random:SEED``),
-    all drawn from ``seed``; see the module docstring."""
+    """The planted regression data of teacher ``teacher`` (a target name or a random teacher,
+    :func:`cellgraph.data.planted.random_spec`), all drawn from ``seed``; see the module
+    docstring."""
     if min(n_train, n_val, n_test, seq_len, p, n_out) < 1:
         raise CellGraphError("planted values: sizes must be >= 1")
     sizes = dict(zip(SPLITS, (n_train, n_val, n_test)))

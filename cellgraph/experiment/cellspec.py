@@ -5,9 +5,9 @@ A spec names the cell one of three ways:
 
 * a target name (:func:`cellgraph.targets.target_names`: ``gru``, ``gru_torch``, ``lstm``,
   ``lstm_torch``, ``mgu``, ``mut1``, ``mut2``, ``mut3``), with the target's layout;
-* ``random:SEED``: the random cell of the planted task's ``random:SEED`` teacher at sub-seed 0
-  (:func:`cellgraph.data.planted.random_teacher`; the planted teacher is that cell unless its
-  record says it drew more than one, ``draws > 1``);
+* ``random:SEED`` or ``random:SEED:LOW-HIGH``: the random cell of the planted task's teacher of
+  that name at sub-seed 0 (:func:`cellgraph.data.planted.random_teacher`; the planted teacher is
+  that cell unless its record says it drew more than one, ``draws > 1``);
 * a path to a cell JSON file (docs/FORMAT.md) as ``cellgraph export``, ``cellgraph diff`` and
   ``cellgraph trees --save`` write it, tree or DAG, with its layout, else every tuple index it
   uses a trainable tuple ``t0, t1, ...``. Vectors in the file are ignored: the run trains
@@ -27,7 +27,7 @@ from typing import Any
 from cellgraph.cell.expr import Role
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
-from cellgraph.data.planted import RANDOM, random_teacher
+from cellgraph.data.planted import RANDOM, random_spec, random_teacher
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.export.jsonio import dump_cell, load_document
 from cellgraph.targets import target, target_names
@@ -92,18 +92,16 @@ def cell_problem(cell: MultiCell) -> str | None:
 def resolve_cell(spec: str) -> FixedCell:
     """The cell a ``cell`` spec names (module docstring); a one-line error otherwise."""
     if not isinstance(spec, str) or not spec:
-        raise CellGraphError("cell: empty; give a target name, random:SEED or a cell JSON file")
+        raise CellGraphError("cell: empty; give a target name, random:SEED[:LOW-HIGH] or a cell JSON file")
     if spec in target_names():
         tgt = target(spec)
         return FixedCell(spec, tgt.cell, tgt.layout)
-    head, sep, seed = spec.partition(":")
-    if head == RANDOM and sep:
-        if not seed.isdigit():
-            raise CellGraphError(f"cell {spec}: expected random:SEED with SEED an integer >= 0")
-        tgt = random_teacher(int(seed))
+    chosen = random_spec(spec, "cell")
+    if chosen is not None:
+        tgt = random_teacher(chosen.seed, sizes=chosen.sizes)
         return FixedCell(spec, tgt.cell, tgt.layout)
     path = Path(spec)
     if not path.is_file():
         raise CellGraphError(f"cell {spec!r}: not a target name ({', '.join(target_names())}), "
-                             f"{RANDOM}:SEED, nor a cell JSON file")
+                             f"{RANDOM}:SEED[:LOW-HIGH], nor a cell JSON file")
     return _checked(spec, path)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from cellgraph.algorithm2 import CANDIDATE_NORMS, EXCLUSIONS, MODES, TAU_UNITS
 from cellgraph.algorithms.distance import MATCHES
-from cellgraph.data.planted import RANDOM_SIZES, TEACHERS, is_teacher_spec
+from cellgraph.data.planted import MAX_RANDOM_NODES, RANDOM_SIZES, TEACHERS, is_teacher_spec
 from cellgraph.data.text import WIKI_CLEANINGS
 from cellgraph.errors import FormatError
 from cellgraph.files import read_json
@@ -131,7 +131,7 @@ class TrainConfig:
                       "gru or lstm (baselines), cell (the fixed cell of the cell setting, trained from "
                       "scratch); cellgraph train needs it given", one_of(MODELS))
     cell: str = _key("", "model=cell: the cell trained from scratch: a target name (gru, mgu, mut1...), "
-                     "random:SEED (that planted teacher's cell) or a cell JSON file (export, trees --save)")
+                     "random:SEED[:LOW-HIGH] (that planted teacher's cell) or a cell JSON file (export, trees --save)")
     seed: int = _key(0, "seed of the initialisation and of the training order", at_least(0))
     epochs: int = _key(10, "training epochs (patience may stop sooner; a larger value extends a "
                        "resumed run)", at_least(1))
@@ -234,9 +234,11 @@ class TrainConfig:
                               "the authors' text) or paper (the paper's sentence); a config.json "
                               "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
     planted_teacher: str = _key("gru", "planted: the hidden cell that labels the data: a named cell (mgu, mut1-3: "
-                                "docs/paper-notes.md, Planted teachers) or random:SEED, a random cell of "
-                                f"{RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes drawn from SEED", Rule(f"must be one of {', '.join(TEACHERS)} or random:SEED "
-                                                              "(SEED an integer >= 0)", is_teacher_spec))
+                                "docs/paper-notes.md, Planted teachers), random:SEED, a random cell of "
+                                f"{RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes drawn from SEED, or random:SEED:LOW-HIGH, "
+                                "one of LOW-HIGH nodes",
+                                Rule(f"must be one of {', '.join(TEACHERS)}, random:SEED or random:SEED:LOW-HIGH "
+                                     f"(integers, SEED >= 0, 1 <= LOW <= HIGH <= {MAX_RANDOM_NODES})", is_teacher_spec))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ~/.cache/cellgraph, where "
                          "`cellgraph data fetch` stores the data sets)")
     glove: str = _key("", "GloVe text file or folder to initialise the embeddings (--glove; empty: "

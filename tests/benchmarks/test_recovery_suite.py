@@ -41,6 +41,9 @@ def test_runs_name_each_command_and_pass_the_extra_flags():
     assert [name for name, _, _ in made] == ["identify-random3", "random3-random-s0", "random3-random-s1"]
     assert made[0][1] == ["--teacher", "random:3", "--identify", "--limit", "5", "--epochs", "2"] and made[0][2] is None
     assert made[2][1][-4:] == ["--budget", "7", "--epochs", "2"] and made[2][2] == 7
+    sized = recovery.runs(("random:4:4-7",), ("tpe",), 1, 7, identify=True)
+    assert [name for name, _, _ in sized] == ["identify-random4-4to7", "random4-4to7-tpe-s0"]
+    assert sized[1][1][:2] == ["--teacher", "random:4:4-7"]
 
 
 def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():

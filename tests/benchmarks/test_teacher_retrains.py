@@ -20,6 +20,8 @@ def test_each_run_trains_its_teacher_as_its_cell_or_a_gru_with_one_thread():
                          "--set", "cell=random:3", "--set", "seed=2", "--set", "num_threads=1", "--set", "epochs=4"]
     assert gru_args == ["--task", "planted", "--model", "gru", "--set", "planted_teacher=random:3",
                         "--set", "seed=2", "--set", "num_threads=1", "--set", "epochs=4"]
+    assert [name for name, _ in teacher_retrains.runs(("random:3:4-7",), (0,))] == ["random3-4to7-cell-s0",
+                                                                                   "random3-4to7-gru-s0"]
 
 
 def test_the_retrains_run_keep_records_skip_what_is_done_and_tabulate(tmp_path, capsys):

@@ -88,6 +88,8 @@ def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
 @pytest.mark.parametrize("args, words", [
     (["--teacher", "lstm", "--budget", "2"], "lstm has 2 states"),
     (["--teacher", "nope", "--budget", "2"], "unknown target 'nope'"),
+    (["--teacher", "random:4:7-4", "--budget", "2"], "teacher random:4:7-4: sizes 7-4: need 1 <= LOW <= HIGH <= 15"),
+    (["--teacher", "random:4:7-4", "--identify"], "teacher random:4:7-4: sizes 7-4: need 1 <= LOW <= HIGH <= 15"),
     (["--teacher", "mgu"], "--budget N"),
     (["--teacher", "mgu", "--budget", "2", "--epochs", "2", "--fidelity", "1,2"], "not both"),
     (["--teacher", "mgu", "--budget", "2", "--fidelity", "3,1"], "increasing"),

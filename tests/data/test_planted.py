@@ -1,7 +1,9 @@
 """The planted task: seeded data from a hidden teacher cell that reproduces its own targets."""
 
 import dataclasses
+import hashlib
 import json
+import re
 import warnings
 
 import networkx as nx
@@ -13,9 +15,13 @@ from cellgraph.backends.numpy.plugin import evaluate
 from cellgraph.cell.expr import Leaf, h, x, zero
 from cellgraph.data.datasets import load_dataset
 from cellgraph.data.planted import (
-    MAX_DRAWS, RANDOM_SIZES, TEACHERS, distinct_rows, load_planted, random_cell, random_teacher,
-    random_teacher_problem,
+    MAX_DRAWS, MAX_RANDOM_NODES, RANDOM_SIZES, TEACHERS, distinct_rows, is_teacher_spec, load_planted, random_cell,
+    random_spec, random_teacher, random_teacher_problem, teacher_folder,
 )
+from cellgraph.data.planted_values import load_planted_values
+from cellgraph.discover.space import CellSpace
+from cellgraph.errors import FormatError
+from cellgraph.experiment.cellspec import resolve_cell
 from cellgraph.experiment.config import TrainConfig, dataset_options
 
 
@@ -274,7 +280,7 @@ def test_random_teacher_rules():
     assert random_teacher_problem(MultiCell((CellGraph(no_h),))) == "it does not read h"
     assert random_teacher_problem(MultiCell((CellGraph(ok.right),))) == "it has 5 generated nodes, not 6-12"
     assert "not h alone" in random_teacher_problem(target("lstm").cell)
-    with pytest.raises(CellGraphError, match="seed and draw must be integers >= 0"):
+    with pytest.raises(CellGraphError, match="SEED must be an integer >= 0, got -1"):
         random_teacher(-1)
 
 
@@ -296,3 +302,75 @@ def test_random_seed_teacher_redraws_a_non_finite_cell_with_the_next_sub_seed():
     assert redrawn.draws == 2 and redrawn.cell == random_teacher(6, 1).cell
     first = load_planted(teacher="random:6", **sizes).teacher
     assert first.draws == 1 and first.cell == random_teacher(6, 0).cell
+
+
+#: ``sha256(str(root))[:16]`` and the node count of ``random_teacher(SEED)``'s cell for SEED 0-3,
+#: recorded on main before ``random:SEED:LOW-HIGH`` existed: recorded teachers keep their cells.
+RECORDED = {0: ("23058ee825219c81", 11), 1: ("eb72bc5ed672d90f", 9), 2: ("838d22fb900e03d9", 11),
+            3: ("7fbfce5121637a62", 11)}
+
+
+@pytest.mark.parametrize("seed", sorted(RECORDED))
+def test_random_seed_teachers_keep_their_recorded_cells(seed):
+    for cell in (random_teacher(seed).cell, random_teacher(seed, sizes=RANDOM_SIZES).cell,
+                 load_planted(n_train=20, n_val=5, n_test=5, teacher=f"random:{seed}").teacher.cell,
+                 resolve_cell(f"random:{seed}").cell):
+        root = cell.output.root
+        assert (hashlib.sha256(str(root).encode()).hexdigest()[:16], len(root.internal_nodes())) == RECORDED[seed]
+
+
+@pytest.mark.parametrize("spec, seed, sizes, folder", [
+    ("random:4", 4, RANDOM_SIZES, "random4"), ("random:0:4-7", 0, (4, 7), "random0-4to7"),
+    ("random:12:1-1", 12, (1, 1), "random12-1to1"), (f"random:3:{MAX_RANDOM_NODES}-{MAX_RANDOM_NODES}", 3,
+                                                     (MAX_RANDOM_NODES, MAX_RANDOM_NODES), f"random3-15to15"),
+    ("random:5:6-12", 5, RANDOM_SIZES, "random5"),  # the default range written out: the same teacher
+])
+def test_random_specs_parse_name_and_make_folders(spec, seed, sizes, folder):
+    parsed = random_spec(spec)
+    assert (parsed.seed, parsed.sizes, parsed.folder, teacher_folder(spec)) == (seed, sizes, folder, folder)
+    assert str(parsed) == (f"random:{seed}" if sizes == RANDOM_SIZES else spec) and is_teacher_spec(spec)
+    assert TrainConfig(planted_teacher=spec).planted_teacher == spec
+    assert random_spec("mgu") is None and teacher_folder("mgu") == "mgu" and random_spec("random") is None
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("random:x", "expected random:SEED or random:SEED:LOW-HIGH"), ("random:04", "without leading zeros"),
+    ("random:4:04-7", "without leading zeros"), ("random:4:4-", "expected random:SEED"),
+    ("random:4:4-7:1", "expected random:SEED"), ("random:-1", "expected random:SEED"),
+    ("random:4:7-4", "sizes 7-4: need 1 <= LOW <= HIGH <= 15"), ("random:4:0-3", "sizes 0-3: need 1 <= LOW"),
+    (f"random:4:4-{MAX_RANDOM_NODES + 1}", f"sizes 4-{MAX_RANDOM_NODES + 1}: need 1 <= LOW <= HIGH <= 15"),
+])
+def test_bad_random_specs_are_one_line_errors_everywhere(spec, words):
+    assert not is_teacher_spec(spec)
+    for call, what in ((random_spec, "teacher"), (load_planted_values, "teacher"), (resolve_cell, "cell")):
+        with pytest.raises(CellGraphError, match=f"^{what} {re.escape(spec)}: .*{re.escape(words)}") as err:
+            call(spec)
+        assert "\n" not in str(err.value)
+    with pytest.raises(FormatError, match=r"^planted_teacher: invalid value .*random:SEED:LOW-HIGH \(integers, "
+                                          r"SEED >= 0, 1 <= LOW <= HIGH <= 15\)$"):
+        TrainConfig(planted_teacher=spec)
+    with pytest.raises(CellGraphError, match="need 1 <= LOW <= HIGH <= 15"):
+        random_teacher(4, sizes=(7, 4))
+
+
+def test_the_largest_random_teacher_is_a_candidate_size_of_the_search():
+    assert CellSpace().max_nodes == MAX_RANDOM_NODES
+
+
+def test_random_teachers_of_a_size_range_have_sizes_in_it():
+    """Every draw of ``random:SEED:LOW-HIGH`` has LOW-HIGH generated nodes, both ends are drawn,
+    and the cell is a rule-abiding random teacher of its range; the data's teacher is that cell."""
+    for low, high in ((4, 7), (1, 2), (13, 15)):
+        cells = [random_teacher(s, sizes=(low, high)) for s in range(12)]
+        counts = {len(t.graph.internal_nodes()) for t in cells}
+        assert counts <= set(range(low, high + 1)) and {low, high} <= counts, (low, high, counts)
+        assert all(random_teacher_problem(t.cell, (low, high)) is None for t in cells)
+        assert {t.name for t in cells} == {f"random:{s}:{low}-{high}" for s in range(12)}
+    values = load_planted_values("random:2:4-7", n_train=20, n_val=5, n_test=5, seq_len=3)
+    assert values.teacher == "random:2:4-7" and values.cell == random_teacher(2, values.draws - 1, (4, 7)).cell
+    planted = load_planted(n_train=20, n_val=5, n_test=5, teacher="random:2:4-7").teacher
+    assert planted.kind == "random:2:4-7" and planted.cell == random_teacher(2, planted.draws - 1, (4, 7)).cell
+    assert resolve_cell("random:2:4-7").cell == random_teacher(2, sizes=(4, 7)).cell
+    small = random_teacher(1, sizes=(4, 5))  # outside the default range, inside its own
+    assert random_teacher_problem(small.cell, (4, 5)) is None
+    assert random_teacher_problem(small.cell) == f"it has {len(small.graph.internal_nodes())} generated nodes, not 6-12"

@@ -13,7 +13,8 @@ from cellgraph.cli.commands import add_backend_flag
 
 _DESCRIPTION = (
     "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
-    "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED), "
+    "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch, random:SEED or "
+    "random:SEED:LOW-HIGH), "
     "each candidate is trained from scratch (--restarts initialisations, the best one's validation MSE) and "
     "scored by val_mse * exp(PARSIMONY * complexity) (--penalty relative; complexity: generated nodes + "
     "trainable matrices). The search "
@@ -49,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=_DESCRIPTION, epilog="examples: " + "; ".join(_EXAMPLES))
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--teacher", metavar="NAME",
-                        help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch or random:SEED (one-state "
-                             "cells)")
+                        help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch, random:SEED or "
+                             "random:SEED:LOW-HIGH (a random cell of LOW-HIGH nodes; one-state cells)")
     source.add_argument("--task", choices=_TASKS, default=None,
                         help="search on this training task instead (its validation metric is a loss)")
     p.add_argument("--identify", action="store_true",
@@ -198,7 +199,9 @@ def _fidelity(args: argparse.Namespace):
 
 def _folder(args: argparse.Namespace) -> Path:
     """The search's output folder (``--dir``, else named by teacher or task, strategy and seed)."""
-    name = args.task or args.teacher.replace(":", "")
+    from cellgraph.data.planted import teacher_folder
+
+    name = args.task or teacher_folder(args.teacher)
     return Path(args.dir or Path("discoveries") / f"{name}-{args.strategy}-s{args.seed}")
 
 
@@ -400,6 +403,7 @@ def _recovery(result) -> str:
 
 
 def _identify(args: argparse.Namespace) -> int:
+    from cellgraph.data.planted import teacher_folder
     from cellgraph.discover import CellSpace, from_cell
     from cellgraph.discover.identify import identify
     from cellgraph.targets import target
@@ -407,7 +411,7 @@ def _identify(args: argparse.Namespace) -> int:
     full = _fidelity(args).full
     _, teacher, evaluator, settings = _setup(args)
     gru = target("gru")
-    folder = Path(args.dir or Path("discoveries") / f"identify-{args.teacher.replace(':', '')}")
+    folder = Path(args.dir or Path("discoveries") / f"identify-{teacher_folder(args.teacher)}")
     spec = {**settings, "epochs": full, "seed": args.seed}
     found = identify(teacher, from_cell(gru.cell, gru.layout), CellSpace(), evaluator, full, args.seed,
                      folder / "identify.json", spec, limit=args.limit, margin=args.margin)

@@ -28,7 +28,7 @@ _DESCRIPTION = (
     "them, and the resolved settings are printed before training starts. Without --preset, rrnn and rrnn-gru "
     "train with cellgraph's discovery recipe (preset recipe-rrnn, recipe-rrnn-gru; docs/paper-notes.md), "
     "which first trains the gru run it starts from (RUN_DIR/teacher) unless --teacher names one. --model cell "
-    "trains the fixed cell that --set cell=NAME|FILE names (a target such as mgu or mut1, random:SEED, or a "
+    "trains the fixed cell that --set cell=NAME|FILE names (a target such as mgu or mut1, random:SEED[:LOW-HIGH], or a "
     "cell JSON file from cellgraph export) from scratch, embedding and output layer as the gru baseline's; "
     "config.json records the setting, RUN_DIR/cell.json and final.json the cell. --resume RUN_DIR continues a "
     "run from its last good checkpoint with its own settings (--data may point to where this machine "
