@@ -50,14 +50,15 @@ from cellgraph.targets import Target, target, target_names
 __all__ = [
     "Teacher", "random_cell", "random_teacher", "random_teacher_problem", "make_teacher", "distinct_rows",
     "load_planted", "TEACHERS", "is_teacher_spec", "MAX_DRAWS", "RANDOM_SIZES", "MAX_RANDOM_NODES", "RandomSpec",
-    "random_spec", "teacher_folder",
+    "random_spec", "random_sizes", "teacher_folder",
 ]
 
 RANDOM = "random"
 #: The named teachers of the ``planted_teacher`` setting (besides ``random:SEED[:LOW-HIGH]``).
 TEACHERS = ("gru", "gru_torch", "lstm", "mgu", "mut1", "mut2", "mut3")
 _INT = r"(0|[1-9][0-9]*)"
-_RANDOM_SPEC = re.compile(rf"{RANDOM}:{_INT}(?::{_INT}-{_INT})?")
+_RANDOM_SPEC = re.compile(rf"{RANDOM}:{_INT}(?::(.*))?")
+_SIZES = re.compile(rf"{_INT}-{_INT}")
 #: Generated nodes of a ``random:SEED`` teacher: drawn uniformly from this range (inclusive).
 RANDOM_SIZES = (6, 12)
 #: The largest ``HIGH`` of a ``random:SEED:LOW-HIGH`` teacher: the search space's ``max_nodes``
@@ -239,7 +240,9 @@ class RandomSpec:
     sizes: tuple[int, int] = RANDOM_SIZES
 
     def __post_init__(self) -> None:
-        problem = _random_problem(self.seed, self.sizes)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise CellGraphError(f"random teacher: SEED must be an integer >= 0, got {self.seed!r}")
+        problem = _sizes_problem(self.sizes)
         if problem:
             raise CellGraphError(f"random teacher: {problem}")
 
@@ -254,10 +257,8 @@ class RandomSpec:
         return f"{RANDOM}{self.seed}" + ("" if self.sizes == RANDOM_SIZES else f"-{low}to{high}")
 
 
-def _random_problem(seed: Any, sizes: Any) -> str | None:
-    """What keeps ``(seed, sizes)`` from making a :class:`RandomSpec`, or ``None``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        return f"SEED must be an integer >= 0, got {seed!r}"
+def _sizes_problem(sizes: Any) -> str | None:
+    """What keeps ``sizes`` from being the sizes of a :class:`RandomSpec`, or ``None``."""
     if not isinstance(sizes, tuple) or len(sizes) != 2 or not all(type(n) is int for n in sizes):
         return f"sizes must be a pair of integers (LOW, HIGH), got {sizes!r}"
     low, high = sizes
@@ -276,12 +277,22 @@ def random_spec(spec: str, what: str = "teacher") -> RandomSpec | None:
     if match is None:
         raise CellGraphError(f"{what} {spec}: expected {RANDOM}:SEED or {RANDOM}:SEED:LOW-HIGH "
                              "(integers without leading zeros)")
-    seed, low, high = match.groups()
-    sizes = RANDOM_SIZES if low is None else (int(low), int(high))
-    problem = _random_problem(int(seed), sizes)
+    seed, sizes = match.groups()
+    return RandomSpec(int(seed), RANDOM_SIZES if sizes is None else random_sizes(sizes, f"{what} {spec}"))
+
+
+def random_sizes(text: str, what: str = "sizes") -> tuple[int, int]:
+    """The range ``(LOW, HIGH)`` that ``text`` ``LOW-HIGH`` names (integers without leading
+    zeros, ``1 <= LOW <= HIGH <=`` :data:`MAX_RANDOM_NODES`); a one-line
+    :class:`CellGraphError` that starts with ``what`` otherwise."""
+    match = _SIZES.fullmatch(text)
+    if match is None:
+        raise CellGraphError(f"{what}: expected LOW-HIGH (integers without leading zeros), got {text!r}")
+    low, high = int(match.group(1)), int(match.group(2))
+    problem = _sizes_problem((low, high))
     if problem:
-        raise CellGraphError(f"{what} {spec}: {problem}")
-    return RandomSpec(int(seed), sizes)
+        raise CellGraphError(f"{what}: {problem}")
+    return low, high
 
 
 def is_teacher_spec(spec: str) -> bool:
