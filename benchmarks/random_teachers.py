@@ -1,5 +1,5 @@
 """Screening random planted teachers: which ``random:SEED[:LOW-HIGH]`` are worth an
-identifiability check? (docs/discover.md, *Screening random teachers*).
+identifiability check? (docs/discover.md, *Identifiability*).
 
 For every teacher ``random:S`` (``--seeds N``: ``S = 0 .. N-1``; with ``--sizes LOW-HIGH``
 ``random:S:LOW-HIGH``) on the planted regression task of ``cellgraph discover --teacher``
@@ -27,7 +27,7 @@ teacher: spec, nodes, complexity, draws, h std, max ``|h|``, the three sensitivi
 ``val_mse``, their ratio and the identifiability verdict; then a summary: teachers drawn, finite,
 and the candidates: those whose own structure beats the GRU by ``--factor`` (``ratio <= 1 /
 factor``). ``--identify K`` then runs the identifiability check (``cellgraph discover --teacher
-SPEC --identify``, at ``--identify-fidelity`` and ``--identify-limit``, with the screening's data
+T --identify``, at ``--identify-fidelity`` and ``--identify-limit``, with the screening's data
 flags; :func:`cellgraph.benchmarks.recovery.run_one`, in ``DIR/identify-NAME``) on the K
 candidates of lowest ratio, whose verdicts the table shows.
 
