@@ -85,6 +85,17 @@ def test_identify_reports_a_verdict_and_writes_every_row(tmp_path, capsys):
     assert stored["verdict"]["margin"] == 0.1 and stored["verdict"]["passed"] == ("PASS" in out)
 
 
+def test_a_sized_random_teacher_runs_in_a_folder_named_after_it(tmp_path, capsys, monkeypatch):
+    """``random:1:2-3``'s default folders are ``random1-2to3`` (no colon), for a check and a search."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["discover", "--teacher", "random:1:2-3", "--identify", "--limit", "0", *TINY]) == 0
+    assert "teacher random:1:2-3: " in capsys.readouterr().out
+    stored = json.loads((tmp_path / "discoveries" / "identify-random1-2to3" / "identify.json").read_text())
+    assert stored["spec"]["data"]["teacher"] == "random:1:2-3"
+    assert main(["discover", "--teacher", "random:1:2-3", "--budget", "1", "--strategy", "random", *TINY]) == 0
+    assert (tmp_path / "discoveries" / "random1-2to3-random-s0" / "discovery.json").exists()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--teacher", "lstm", "--budget", "2"], "lstm has 2 states"),
     (["--teacher", "nope", "--budget", "2"], "unknown target 'nope'"),
