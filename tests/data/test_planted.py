@@ -336,7 +336,8 @@ def test_random_specs_parse_name_and_make_folders(spec, seed, sizes, folder):
 @pytest.mark.parametrize("spec, words", [
     ("random:x", "expected random:SEED or random:SEED:LOW-HIGH"), ("random:04", "without leading zeros"),
     ("random:4:04-7", "expected LOW-HIGH (integers without leading zeros), got '04-7'"),
-    ("random:4:4-", "expected LOW-HIGH"), ("random:4:4-7:1", "expected LOW-HIGH"), ("random:-1", "expected random:SEED"),
+    ("random:4:4-", "expected LOW-HIGH"), ("random:4:4-7:1", "expected LOW-HIGH"),
+    ("random:-1", "expected random:SEED"),
     ("random:4:7-4", "sizes 7-4: need 1 <= LOW <= HIGH <= 15"), ("random:4:0-3", "sizes 0-3: need 1 <= LOW"),
     (f"random:4:4-{MAX_RANDOM_NODES + 1}", f"sizes 4-{MAX_RANDOM_NODES + 1}: need 1 <= LOW <= HIGH <= 15"),
 ])
