@@ -3,7 +3,7 @@ identifiability check? (docs/discover.md, *Identifiability*).
 
 For every teacher ``random:S`` (``--seeds N``: ``S = 0 .. N-1``; with ``--sizes LOW-HIGH``
 ``random:S:LOW-HIGH``) on the planted regression task of ``cellgraph discover --teacher``
-(data seed 0, the command's sizes, ``--weight-scale``; :func:`~cellgraph.cli.commands.discover.planted_search`
+(data seed 0, the command's sizes, ``--weight-scale``; :func:`~cellgraph.discover.planted.planted_search`
 makes the data, the teacher's candidate and the evaluator), one record ``DIR/NAME.json``
 (``NAME`` :func:`~cellgraph.data.planted.teacher_folder`: ``random4-4to7``), written when the
 teacher is done, so a killed run resumes and skips the teachers done; a record made with other
@@ -46,7 +46,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from cellgraph.benchmarks.recovery import identifications, run_name, run_one
-from cellgraph.cli.commands.discover import SIZES, planted_search
+from cellgraph.discover.planted import SIZES, planted_search
 from cellgraph.data.planted import RANDOM_SIZES, RandomSpec, random_sizes, run_cell, teacher_folder
 from cellgraph.data.planted_values import PlantedValues
 from cellgraph.errors import CellGraphError
@@ -204,7 +204,7 @@ def table(folder: Path, teachers: list[str], factor: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--records", default="runs/random-teachers", metavar="DIR",
                    help="a record per teacher and the identifiability checks (default %(default)s)")
     p.add_argument("--seeds", type=int, default=10, metavar="N", help="teachers random:0 .. N-1 (default %(default)s)")

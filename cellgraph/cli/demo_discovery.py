@@ -3,7 +3,7 @@
 On planted values whose teacher is MGU (not the GRU), local search with the motif moves starts at
 Elman's one-node tanh RNN (target ``rnn``) and spends :data:`BUDGET` full-fidelity evaluations;
 random search spends as many with the same evaluator. Each runs as ``cellgraph discover`` runs it
-(:func:`cellgraph.cli.commands.discover.planted_search`, the command's defaults) into its own
+(:func:`cellgraph.discover.planted.planted_search`, the command's defaults) into its own
 folder, so a rerun of the demo resumes it, and writes its best cells as the command does. The
 step prints the teacher's equations, each search's best cell as sympy equations, whether it
 recovers the teacher exactly and at which evaluation, and the command that runs the same search.
@@ -104,8 +104,9 @@ def run_discovery(out: str | Path, seed: int = 0, quick: bool = False, backend: 
 
         log(f"  skipped: {MISSING}")
         return ()
-    from cellgraph.cli.commands.discover import planted_search, write_best
+    from cellgraph.cli.commands.discover import write_best
     from cellgraph.discover import CellSpace, Fidelity, LocalSearch, RandomSearch, cell_hash, discover, from_cell
+    from cellgraph.discover.planted import planted_search
     from cellgraph.targets import target
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

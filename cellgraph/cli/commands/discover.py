@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.cli.commands import add_backend_flag
+from cellgraph.discover.planted import FIT, SIZES
 
 _DESCRIPTION = (
     "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
@@ -36,10 +37,6 @@ _EXAMPLES = ("cellgraph discover --teacher mgu --budget 100 --fidelity 20,60 --s
              "cellgraph discover --teacher mgu --budget 100 --strategy local --motifs --seed-run runs/rrnn-mgu",
              "cellgraph discover --teacher mgu --identify --limit 20",
              "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
-#: The planted data's sizes: flag -> load_planted_values argument and its default.
-SIZES = {"n_train": 1000, "n_val": 200, "n_test": 200, "seq_len": 10, "p": 8, "n_out": 8}
-#: The fit's settings besides epochs: flag -> FitSettings field and its default.
-FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip": (float, 1.0)}
 #: The training tasks a search runs on: those whose validation metric is a loss.
 _TASKS = ("wiki", "wiki5k", "ptb")
 
@@ -223,40 +220,13 @@ def _setup_task(args: argparse.Namespace, folder: Path):
 
 def _setup(args: argparse.Namespace):
     """The planted data, the teacher's candidate, the evaluator and the settings they depend on."""
+    from cellgraph.discover.planted import planted_search
+
     data, root, evaluator, settings = planted_search(
         args.teacher, args.data_seed, {k: getattr(args, k) for k in SIZES}, {k: getattr(args, k) for k in FIT},
         backend=args.backend, num_threads=args.num_threads, penalty=args.penalty, parsimony=args.parsimony,
         weight_scale=args.weight_scale)
     return data.info(), root, evaluator, settings
-
-
-def planted_search(teacher: str, data_seed: int, sizes: dict[str, int] | None = None,
-                   fit: dict[str, Any] | None = None, *, backend: str = "torch", num_threads: int = 1,
-                   penalty: str = "relative", parsimony: float | None = None, weight_scale: float = 2.0):
-    """What a search for planted ``teacher`` needs, as this command makes it: the planted data
-    (``sizes``: :data:`SIZES`' keys, default theirs), the teacher's candidate, the evaluator of
-    the ``backend`` plugin (``fit``: :data:`FIT`'s keys, default theirs; ``parsimony`` None: the
-    ``penalty``'s default weight) and the settings the losses depend on (``discover(settings=)``)."""
-    from cellgraph.backend import discover_backend
-    from cellgraph.data.planted_values import load_planted_values
-    from cellgraph.discover import CellSpace, from_cell, validate
-    from cellgraph.discover.evaluator import parsimony_weight
-    from cellgraph.errors import CellGraphError
-
-    parsimony = parsimony_weight(penalty, parsimony)
-    sizes = {**SIZES, **(sizes or {})}
-    fit = {**{k: default for k, (_, default) in FIT.items()}, **(fit or {})}
-    data = load_planted_values(teacher, data_seed, weight_scale=weight_scale, **sizes)
-    if len(data.cell.states) != 1:
-        raise CellGraphError(f"teacher {teacher} has {len(data.cell.states)} states; the search finds "
-                             "one-state cells")
-    root = from_cell(data.cell, data.layout)
-    reason = validate(root, CellSpace())
-    if reason:
-        raise CellGraphError(f"teacher {teacher} is not a candidate of the search's space: {reason}")
-    evaluator = discover_backend(backend).planted_evaluator(data, parsimony, num_threads, penalty, **fit)
-    settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": penalty, "backend": backend}
-    return data, root, evaluator, settings
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
