@@ -67,8 +67,9 @@ RRNN_RUN = "RRNN_RUN"
 #: order :func:`arm` writes them). ``evolution``, ``local`` and ``random`` start cold (random
 #: cells) with single changes; ``evolution-motifs`` adds the motif moves; ``rnn-motifs`` is local
 #: search with the motif moves from the one-node tanh RNN (target ``rnn``: a start that knows no
-#: gate, so still cold); ``gru-seeded`` (evolution) and ``gru-local`` (local search) start at the
-#: GRU (the discovery recipe's start, never the teacher's); ``rrnn-seeded`` is local search with
+#: gate, so still cold), ``rnn-motifs-first`` the same with first improvement; ``gru-seeded``
+#: (evolution) and ``gru-local`` (local search) start at the GRU (the discovery recipe's start,
+#: never the teacher's); ``rrnn-seeded`` is local search with
 #: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`); ``tpe``
 #: (grouped multivariate TPE over the slot encoding) starts cold.
 ARMS: dict[str, tuple[str, ...]] = {
@@ -77,6 +78,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "random": ("--strategy", "random"),
     "evolution-motifs": ("--strategy", "evolution", "--motifs"),
     "rnn-motifs": ("--strategy", "local", "--motifs", "--seed-target", "rnn"),
+    "rnn-motifs-first": ("--strategy", "local", "--motifs", "--first-improvement", "--seed-target", "rnn"),
     "gru-seeded": ("--strategy", "evolution", "--seed-target", "gru"),
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
     "rrnn-seeded": ("--strategy", "local", "--motifs", "--seed-run", RRNN_RUN),
@@ -189,6 +191,7 @@ def arm(config: dict[str, Any]) -> str:
     """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make (its strategy's
     name when no arm has them)."""
     flags = ("--strategy", config["strategy"], *(("--motifs",) if config.get("motifs") else ()),
+             *(("--first-improvement",) if config.get("first_improvement") else ()),
              *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),
              *(("--seed-run", RRNN_RUN) if config.get("seed_run") else ()))
     return next((name for name, arm_flags in ARMS.items() if arm_flags == flags), config["strategy"])

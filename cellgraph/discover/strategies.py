@@ -200,11 +200,14 @@ def _rank(record: Record) -> tuple[float, int]:
 class LocalSearch:
     """Best-improvement local search over the one-change neighbourhood, and the motif moves
     when ``motifs`` (module docstring), started from ``seeds`` or from the best of ``starts``
-    random cells."""
+    random cells. With ``first_improvement`` the centre moves as soon as one of its neighbours
+    has reached full fidelity with a lower loss (to the best such neighbour), without waiting
+    for the rest of its neighbourhood."""
 
     starts: int = 10
     seeds: tuple[Expr, ...] = ()
     motifs: bool = False
+    first_improvement: bool = False
 
     name = "local"
 
@@ -230,20 +233,26 @@ class LocalSearch:
         centre, visited = min(firsts, key=_rank), set()
         while centre is not None:
             around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space, self.motifs)]
+            better = min((done[key] for _, _, key in around if key in done), key=_rank, default=None)
+            if self.first_improvement and better is not None and _rank(better) < _rank(centre):
+                visited.add(centre.hash)
+                centre = better
+                continue
             fresh = [(name, child) for name, child, key in around if key not in seen]
             motif = [(name, child) for name, child in fresh if name.split()[0] in MOTIFS]
             if fresh:
                 name, child = (motif or fresh)[rng.randrange(len(motif or fresh))]
                 return Proposal(child, name.split()[0], centre.number)
             visited.add(centre.hash)
-            best = min((done[key] for _, _, key in around if key in done), key=_rank, default=None)
+            best = better
             if best is None or best.hash in visited or _rank(best) >= _rank(centre):
                 best = min((r for r in done.values() if r.hash not in visited), key=_rank, default=None)
             centre = best
         return Proposal(sample_cell(space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs}
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs,
+                "first_improvement": self.first_improvement}
 
 
 @contextlib.contextmanager

@@ -54,6 +54,8 @@ def test_the_gru_seeded_arm_starts_evolution_at_the_gru_and_is_tabled_apart():
     assert recovery.arm({"strategy": "evolution", "seed_target": []}) == "evolution"
     assert recovery.arm({"strategy": "random", "seed_target": []}) == "random"
     assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": ["rnn"]}) == "rnn-motifs"
+    assert recovery.arm({"strategy": "local", "motifs": True, "first_improvement": True,
+                         "seed_target": ["rnn"]}) == "rnn-motifs-first"
     assert recovery.arm({"strategy": "evolution", "motifs": True, "seed_target": []}) == "evolution-motifs"
     assert recovery.arm({"strategy": "local", "motifs": True, "seed_target": []}) == "local"  # no such arm
 

@@ -194,3 +194,23 @@ def test_local_search_with_motifs_tries_the_motif_moves_of_a_centre_before_its_s
         origins.append(proposal.origin)
         history.append(Record(k + 1, proposal.root, cell_hash(proposal.root), 2.0, True))
     assert motifs >= 3 and set(origins[:motifs]) <= set(MOTIFS) and not set(origins[motifs:]) & set(MOTIFS)
+
+
+def test_first_improvement_moves_the_centre_before_its_neighbourhood_is_scanned():
+    import random
+
+    from cellgraph.discover.mutations import neighbours
+    from cellgraph.discover.strategies import LocalSearch, Record
+
+    space, target_cell = CellSpace(max_nodes=6), small()
+    start = next(child for name, child in neighbours(target_cell, space) if name.startswith("activation"))
+    better = next(child for _, child in neighbours(start, space))
+    history = [Record(0, start, cell_hash(start), 1.0, True), Record(1, better, cell_hash(better), 0.5, True)]
+    around_better = {cell_hash(child) for _, child in neighbours(better, space)}
+    first = LocalSearch(seeds=(start,), first_improvement=True).propose(history, space, random.Random(0), Counter())
+    assert first.parent == 1 and cell_hash(first.root) in around_better
+    scan = LocalSearch(seeds=(start,)).propose(history, space, random.Random(0), Counter())
+    assert scan.parent == 0  # best improvement: the start's other neighbours first
+    worse = [history[0], Record(1, better, cell_hash(better), 2.0, True)]
+    assert LocalSearch(seeds=(start,), first_improvement=True).propose(worse, space, random.Random(0),
+                                                                       Counter()).parent == 0

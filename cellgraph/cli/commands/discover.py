@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
+    search.add_argument("--first-improvement", action="store_true",
+                        help="local search moves to a better neighbour as soon as one has reached full fidelity, "
+                             "not after its centre's whole neighbourhood")
     search.add_argument("--seed-cells", nargs="+", default=[], metavar="FILE",
                         help="cell documents (cellgraph.dag or cellgraph.cell.tree JSON) to start evolution, "
                              "local search or tpe from")
@@ -157,6 +160,8 @@ def _check(args: argparse.Namespace) -> None:
     if (args.seed_cells or args.seed_target or args.seed_run) and args.strategy == "random":
         raise CellGraphError("--seed-cells, --seed-target and --seed-run start evolution, local search or tpe, "
                              "not random search")
+    if args.first_improvement and args.strategy != "local":
+        raise CellGraphError(f"--first-improvement is a rule of local search, not of {args.strategy} search")
     if args.motifs and args.strategy in ("random", "tpe"):
         raise CellGraphError(f"--motifs are moves of evolution and local search, not of {args.strategy} search")
     if args.task is not None:
@@ -297,7 +302,7 @@ def _search(args: argparse.Namespace) -> int:
         from_run, seeded = _run_seeds(args, folder)
         seeds += from_run
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
-                "local": lambda: LocalSearch(args.starts, seeds, args.motifs), "random": RandomSearch,
+                "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement), "random": RandomSearch,
                 "tpe": lambda: TPESearch(args.starts, seeds)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
