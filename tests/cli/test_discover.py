@@ -212,3 +212,18 @@ def test_a_search_needs_a_teacher_or_a_task_not_both(capsys, args, words):
     with pytest.raises(SystemExit) as stop:
         main(["discover", *args])
     assert stop.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_the_default_rungs_are_20_and_60_epochs_on_a_teacher_and_20_on_a_task():
+    import argparse
+
+    from cellgraph.cli.commands.discover import _fidelity
+
+    def rungs(**flags):
+        return _fidelity(argparse.Namespace(**{"fidelity": None, "epochs": None, "task": None, "eta": 3,
+                                               **flags})).epochs
+
+    assert rungs() == (20, 60)
+    assert rungs(task="wiki5k") == (20,)
+    assert rungs(epochs=7) == (7,)
+    assert rungs(fidelity="5,20") == (5, 20)

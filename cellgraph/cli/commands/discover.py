@@ -37,6 +37,10 @@ _EXAMPLES = ("cellgraph discover --teacher mgu --budget 100 --fidelity 20,60 --s
              "cellgraph discover --teacher mgu --budget 100 --strategy local --motifs --seed-run runs/rrnn-mgu",
              "cellgraph discover --teacher mgu --identify --limit 20",
              "cellgraph discover --task wiki5k --budget 50 --fidelity 2,6 --set device=cuda")
+#: The rungs in epochs without --epochs or --fidelity: on planted values 20 epochs for every
+#: candidate and 60 for the best third (at 20 epochs alone MGU's own structure is still at val_mse
+#: 1e-3 and a variant that trains faster wins; docs/discover.md, *Fidelities*); on a task 20 epochs.
+PLANTED_RUNGS, TASK_RUNGS = (20, 60), (20,)
 #: The training tasks a search runs on: those whose validation metric is a loss.
 _TASKS = ("wiki", "wiki5k", "ptb")
 
@@ -93,7 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="this worker's number, distinct per process of one study (default 0)")
     search.add_argument("--keep", type=int, default=5, metavar="N", help="best cells to write and print (default 5)")
     train = p.add_argument_group("training of each candidate")
-    train.add_argument("--epochs", type=int, default=None, metavar="E", help="full fidelity in epochs (default 20)")
+    train.add_argument("--epochs", type=int, default=None, metavar="E",
+                       help="full fidelity in epochs, one rung (default: rungs 20,60 on --teacher, 20 on --task)")
     train.add_argument("--fidelity", default=None, metavar="E1,E2,...",
                        help="successive-halving rungs in epochs, the last full fidelity (instead of --epochs)")
     train.add_argument("--eta", type=int, default=3, help="successive halving's reduction factor (default 3)")
@@ -191,7 +196,8 @@ def _fidelity(args: argparse.Namespace):
     from cellgraph.errors import CellGraphError
 
     if args.fidelity is None:
-        return Fidelity((args.epochs or 20,), args.eta)
+        rungs = (args.epochs,) if args.epochs is not None else TASK_RUNGS if args.task else PLANTED_RUNGS
+        return Fidelity(rungs, args.eta)
     try:
         rungs = tuple(int(e) for e in args.fidelity.split(","))
     except ValueError:
