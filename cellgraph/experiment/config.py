@@ -234,9 +234,8 @@ class TrainConfig:
                               "the authors' text) or paper (the paper's sentence); a config.json "
                               "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
     planted_teacher: str = _key("gru", "planted: the hidden cell that labels the data: a named cell (mgu, mut1-3: "
-                                "docs/paper-notes.md, Planted teachers), random:SEED, a random cell of "
-                                f"{RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes drawn from SEED, or random:SEED:LOW-HIGH, "
-                                "one of LOW-HIGH nodes",
+                                "docs/paper-notes.md, Planted teachers) or a random cell drawn from SEED, "
+                                f"random:SEED ({RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes) or random:SEED:LOW-HIGH",
                                 Rule(f"must be one of {', '.join(TEACHERS)}, random:SEED or random:SEED:LOW-HIGH "
                                      f"(integers, SEED >= 0, 1 <= LOW <= HIGH <= {MAX_RANDOM_NODES})", is_teacher_spec))
     data_dir: str = _key("", "data folder (--data; empty: $CELLGRAPH_DATA, else ~/.cache/cellgraph, where "
