@@ -251,8 +251,8 @@ class LocalSearch:
         return Proposal(sample_cell(space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs,
-                "first_improvement": self.first_improvement}
+        first = {"first_improvement": True} if self.first_improvement else {}  # studies made before it match
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **first}
 
 
 @contextlib.contextmanager

@@ -214,3 +214,10 @@ def test_first_improvement_moves_the_centre_before_its_neighbourhood_is_scanned(
     worse = [history[0], Record(1, better, cell_hash(better), 2.0, True)]
     assert LocalSearch(seeds=(start,), first_improvement=True).propose(worse, space, random.Random(0),
                                                                        Counter()).parent == 0
+
+
+def test_local_search_settings_name_first_improvement_only_when_on_so_earlier_studies_resume():
+    from cellgraph.discover.strategies import LocalSearch
+
+    assert LocalSearch(motifs=True).to_dict() == {"name": "local", "starts": 10, "seeds": 0, "motifs": True}
+    assert LocalSearch(first_improvement=True).to_dict()["first_improvement"] is True
