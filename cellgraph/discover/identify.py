@@ -28,6 +28,7 @@ from cellgraph.discover.cache import cell_hash, cell_json
 from cellgraph.discover.evaluator import Evaluator, measure
 from cellgraph.discover.mutations import neighbours
 from cellgraph.discover.space import CellSpace, to_cell
+from cellgraph.discover.storage import differing_keys
 from cellgraph.errors import CellGraphError
 from cellgraph.files import read_json, write_json
 from cellgraph.progress import progress
@@ -112,7 +113,7 @@ def _load(path: Path, spec: dict[str, Any], evaluator: Evaluator) -> dict[str, d
         return {}
     stored = read_json(path)
     old = stored.get("spec", {})
-    differing = sorted(k for k in spec.keys() | old.keys() if spec.get(k) != old.get(k))
+    differing = differing_keys(old, spec)
     rescore = getattr(evaluator, "objective", None)
     if differing and (rescore is None or not set(differing) <= OBJECTIVE):
         raise CellGraphError(f"{path} was written with other settings ({', '.join(differing)}); "

@@ -16,7 +16,7 @@ budget) are the study's user attribute ``discover``, and a worker with other set
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import optuna
 from optuna.exceptions import DuplicatedStudyError
@@ -27,7 +27,7 @@ from optuna.study import Study
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.hpo import check_name, open_storage, shown, sqlite_url
 
-__all__ = ["SPEC_ATTR", "open_search_storage", "open_search", "storage_name"]
+__all__ = ["SPEC_ATTR", "open_search_storage", "open_search", "differing_keys", "storage_name"]
 
 SPEC_ATTR = "discover"
 JOURNAL = "journal:"
@@ -54,6 +54,12 @@ def storage_name(storage: BaseStorage) -> str:
     return shown(url) if url else type(storage).__name__
 
 
+def differing_keys(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    """The keys whose values differ between settings ``stored`` (with a search, a check or a
+    record) and those ``given`` now, a key missing on one side counting as ``None``; sorted."""
+    return sorted(k for k in stored.keys() | given.keys() if stored.get(k) != given.get(k))
+
+
 def open_search(storage: BaseStorage, name: str, spec: dict[str, Any]) -> Study:
     """Create the study ``name`` with settings ``spec`` (JSON), or join it when its settings are
     the same; a study with other settings is refused with the first difference."""
@@ -67,7 +73,7 @@ def open_search(storage: BaseStorage, name: str, spec: dict[str, Any]) -> Study:
     if stored is None:  # created a moment ago by another worker, or by something else
         study.set_user_attr(SPEC_ATTR, spec)
         stored = spec
-    differing = sorted(k for k in spec.keys() | stored.keys() if spec.get(k) != stored.get(k))
+    differing = differing_keys(stored, spec)
     if differing:
         key = differing[0]
         raise CellGraphError(f"study {name} in {storage_name(storage)} was started with other settings "
