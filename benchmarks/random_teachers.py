@@ -46,9 +46,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from cellgraph.benchmarks.recovery import identifications, run_name, run_one
-from cellgraph.discover.planted import SIZES, planted_search
 from cellgraph.data.planted import RANDOM_SIZES, RandomSpec, random_sizes, run_cell, teacher_folder
 from cellgraph.data.planted_values import PlantedValues
+from cellgraph.discover.planted import SIZES, planted_search
+from cellgraph.discover.storage import differing_keys
 from cellgraph.errors import CellGraphError
 from cellgraph.files import read_json, write_json
 
@@ -66,20 +67,28 @@ def specs(seeds: int, sizes: tuple[int, int] | None = None) -> list[str]:
     return [str(RandomSpec(seed, sizes or RANDOM_SIZES)) for seed in range(seeds)]
 
 
-def sensitivity(data: PlantedValues, steps: tuple[int, ...], seed: int = 0) -> list[float]:
+def _val_states(data: PlantedValues, inputs: np.ndarray | None = None) -> np.ndarray:
+    """The teacher's states ``h`` ``(n, T, p)`` over ``inputs`` (default the validation inputs)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return run_cell(data.cell, data.params, data.inputs["val"] if inputs is None else inputs)[
+            data.cell.output.state]
+
+
+def sensitivity(data: PlantedValues, steps: tuple[int, ...], seed: int = 0, states: np.ndarray | None = None
+                ) -> list[float]:
     """The mean over the validation sequences of ``|h_t(x_1 + eps d) - h_t(x_1)| / eps`` at
     each step ``t`` of ``steps`` (1-based), ``d`` a random unit vector per sequence (drawn from
     ``seed``), ``eps`` :data:`EPS`, in float64: how much a unit change of the first input
-    still moves the state at step ``t``."""
+    still moves the state at step ``t``. ``states``: the teacher's validation states when the
+    caller has them (:func:`_val_states`), else they are computed."""
     inputs = data.inputs["val"]
     rng = np.random.default_rng(seed)
     direction = rng.standard_normal(inputs[:, 0].shape)
     moved = inputs.copy()
     moved[:, 0] += EPS * direction / np.linalg.norm(direction, axis=1, keepdims=True)
-    state = data.cell.output.state
+    h = _val_states(data) if states is None else states
     with np.errstate(over="ignore", invalid="ignore"):
-        h, h_moved = (run_cell(data.cell, data.params, x)[state] for x in (inputs, moved))
-        change = np.linalg.norm(h_moved - h, axis=2) / EPS
+        change = np.linalg.norm(_val_states(data, moved) - h, axis=2) / EPS
     return [float(change[:, t - 1].mean()) for t in steps]
 
 
@@ -87,11 +96,11 @@ def state_statistics(data: PlantedValues) -> dict[str, Any]:
     """The teacher's states on the validation inputs: ``std`` and ``max_abs`` of ``h`` over
     every sequence, step and unit, and ``sensitivity`` (:func:`sensitivity`) at ``steps``
     ``1, T/2, T``."""
-    h = run_cell(data.cell, data.params, data.inputs["val"])[data.cell.output.state]
+    h = _val_states(data)
     steps = h.shape[1]
     at = (1, max(1, steps // 2), steps)
     return {"std": float(h.std()), "max_abs": float(np.abs(h).max()), "steps": list(at),
-            "sensitivity": sensitivity(data, at)}
+            "sensitivity": sensitivity(data, at, states=h)}
 
 
 def _fit(evaluator, root, epochs: int, seed: int) -> dict[str, Any]:
@@ -136,8 +145,8 @@ def screen(teachers: list[str], folder: Path, config: dict[str, Any]) -> Iterato
         if path.exists():
             stored = read_json(path)["config"]
             if stored != config:
-                differing = sorted(k for k in stored.keys() | config.keys() if stored.get(k) != config.get(k))
-                raise CellGraphError(f"{path} was screened with other settings ({', '.join(differing)}); use the "
+                raise CellGraphError(f"{path} was screened with other settings "
+                                     f"({', '.join(differing_keys(stored, config))}); use the "
                                      "same settings or another --records folder")
             yield f"{spec}: done"
             continue

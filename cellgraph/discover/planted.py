@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from cellgraph.backend import discover_backend
+from cellgraph.cell.expr import Expr
 from cellgraph.data.planted_values import PlantedValues, load_planted_values
 from cellgraph.discover.evaluator import Evaluator, parsimony_weight
 from cellgraph.discover.space import CellSpace, from_cell, validate
-from cellgraph.cell.expr import Expr
 from cellgraph.errors import CellGraphError
 
 __all__ = ["SIZES", "FIT", "planted_search"]
@@ -26,10 +26,11 @@ def planted_search(teacher: str, data_seed: int, sizes: dict[str, int] | None = 
                    fit: dict[str, Any] | None = None, *, backend: str = "torch", num_threads: int = 1,
                    penalty: str = "relative", parsimony: float | None = None, weight_scale: float = 2.0
                    ) -> tuple[PlantedValues, Expr, Evaluator, dict[str, Any]]:
-    """What a search for planted ``teacher`` needs, as ``cellgraph discover --teacher`` makes it: the planted data
-    (``sizes``: :data:`SIZES`' keys, default theirs), the teacher's candidate, the evaluator of
-    the ``backend`` plugin (``fit``: :data:`FIT`'s keys, default theirs; ``parsimony`` None: the
-    ``penalty``'s default weight) and the settings the losses depend on (``discover(settings=)``)."""
+    """What a search for planted ``teacher`` needs, as ``cellgraph discover --teacher`` makes
+    it: the planted data (``sizes``: :data:`SIZES`' keys, default theirs), the teacher's
+    candidate, the evaluator of the ``backend`` plugin (``fit``: :data:`FIT`'s keys, default
+    theirs; ``parsimony`` None: the ``penalty``'s default weight) and the settings the losses
+    depend on (``discover(settings=)``)."""
     parsimony = parsimony_weight(penalty, parsimony)
     sizes = {**SIZES, **(sizes or {})}
     fit = {**{k: default for k, (_, default) in FIT.items()}, **(fit or {})}

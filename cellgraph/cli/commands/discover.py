@@ -308,7 +308,8 @@ def _search(args: argparse.Namespace) -> int:
         from_run, seeded = _run_seeds(args, folder)
         seeds += from_run
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
-                "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement), "random": RandomSearch,
+                "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement),
+                "random": RandomSearch,
                 "tpe": lambda: TPESearch(args.starts, seeds)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
