@@ -398,3 +398,54 @@ def test_margin_without_a_second_candidate_counts_zero_in_both_backends():
                             second_score=torch.from_numpy(np.where(np.isnan(second), -np.inf, second)[None]))
     np.testing.assert_allclose(margin_loss(trace, 2.0).numpy(), [ref.sum()])
     assert ref[2] == 0.0
+
+
+def test_straight_through_gives_the_chosen_vector_the_gradient_and_the_scores_the_relaxations():
+    """The estimator's formula (its module docstring): forward ``v_{c*}``; backward the chosen
+    vector gets all of ``g``, the others nothing, and ``dL/ds_c = w_c (v_c - sum_d w_d v_d) . g / tau``."""
+    from cellgraph.backends.torch.algorithm2.estimator import straight_through
+    gen = torch.Generator().manual_seed(3)
+    v = torch.randn(5, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    s = torch.randn(5, dtype=torch.float64, generator=gen, requires_grad=True)
+    g = torch.randn(4, dtype=torch.float64, generator=gen)
+    tau, chosen = 0.7, 2
+    w = torch.softmax(s / tau, 0)
+    y = straight_through(v[chosen], (w[:, None] * v.detach()).sum(0))
+    assert torch.equal(y.detach(), v[chosen].detach())
+    dv, ds = torch.autograd.grad((y * g).sum(), (v, s))
+    expected_dv = torch.zeros_like(dv)
+    expected_dv[chosen] = g
+    assert torch.equal(dv, expected_dv)
+    wd, vd = w.detach(), v.detach()
+    expected_ds = wd * ((vd - (wd[:, None] * vd).sum(0)) @ g) / tau
+    assert torch.allclose(ds, expected_ds, rtol=1e-12, atol=1e-14) and expected_ds.abs().min() > 1e-3
+
+
+def test_straight_through_search_splits_the_gradient_between_the_hard_and_the_soft_search():
+    """One iteration: straight-through's forward is the hard search's; its gradient to the
+    scoring weights (which the candidate vectors do not read) is the soft search's at the same
+    ``tau``; and its gradient to the tuples ``(L, R, b)`` is the hard search's (the chosen vector
+    only) plus the scores' share, which vanishes as ``1 / tau`` (the candidate vectors
+    themselves get no mixture's gradient)."""
+    space = _space(1)
+    params, alpha, leaf_values = _case(7, 3, 4, 5, "normal", "random")
+    grads, outs = {}, {}
+    for mode, tau in (("hard", 1.0), ("soft", 0.8), ("straight-through", 0.8), ("straight-through", 1e7)):
+        L, R, b = (torch.tensor(np.stack([t[i] for t in params]), requires_grad=True) for i in range(3))
+        W1, b1, w2 = (torch.tensor(np.asarray(a, dtype=float), requires_grad=True) for a in alpha[:3])
+        trace = search(prepare(space, L, R, b, W1, b1, w2, torch.tensor(alpha[3])),
+                       torch.tensor(leaf_values), mode, tau)
+        out = outs[mode, tau] = trace.vectors[:, -1]
+        weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64).reshape(out.shape)
+        inputs = (L, R, b, W1, b1, w2)
+        found = torch.autograd.grad((out * weights).sum(), inputs, allow_unused=True)
+        grads[mode, tau] = [torch.zeros_like(t) if d is None else d for t, d in zip(inputs, found)]
+    st, cold, hard, soft = (grads[k] for k in [("straight-through", 0.8), ("straight-through", 1e7),
+                                               ("hard", 1.0), ("soft", 0.8)])
+    assert torch.equal(outs["straight-through", 0.8].detach(), outs["hard", 1.0].detach())
+    for st_grad, soft_grad in zip(st[3:], soft[3:]):
+        assert soft_grad.abs().sum() > 1e-3
+        assert torch.allclose(st_grad, soft_grad, rtol=1e-10, atol=1e-12)
+    for st_grad, cold_grad, hard_grad in zip(st[:3], cold[:3], hard[:3]):
+        assert hard_grad.abs().sum() > 1e-3 and (st_grad - hard_grad).abs().sum() > 1e-3
+        assert torch.allclose(cold_grad, hard_grad, rtol=1e-5, atol=1e-6)
