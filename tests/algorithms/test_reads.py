@@ -81,8 +81,23 @@ def test_lstm_like_cells_read_through_the_state_made_earlier_in_the_step():
 
 
 def test_errors_name_the_problem():
-    with pytest.raises(CellGraphError, match="makes no state 'q'"):
+    with pytest.raises(CellGraphError, match=r"makes no state 'q' \(it makes h\)$"):
         leaves_reached(GRU.cell, "q")
+    with pytest.raises(CellGraphError, match=r"\(it makes c, h\)$"):
+        leaves_reached(target("lstm").cell, "q")
     clash = one(Node("add", "tanh", 0, Leaf("h", Role.DATA), h))
     with pytest.raises(CellGraphError, match="'h' names both a data leaf and a previous state"):
         cell_reads(clash)
+
+
+def test_leaves_of_any_name_are_read_by_their_role():
+    """Names without an implied role (``u`` a data leaf, ``s`` a previous state): what is read,
+    and the sentence that says it."""
+    u, s = Leaf("u", Role.DATA), Leaf("s", Role.PREV)
+    cell = MultiCell((CellGraph(Node("add", "tanh", 0, u, zero), "s"),))
+    reads = cell_reads(cell, data=("u",))
+    assert reads.flags() == {"u": True, "s": False} and not reads.reads_state
+    assert reads.describe() == "s_t reads u_t; not s_{t-1}"
+    both = cell_reads(MultiCell((CellGraph(Node("add", "tanh", 0, u, s), "s"),)), data=("u",))
+    assert both.flags() == {"u": True, "s": True}
+    assert both.describe() == "s_t reads u_t, s_{t-1}"

@@ -124,3 +124,10 @@ def test_a_recorded_config_without_the_key_reads_as_the_paper_text(tmp_path):
     path.write_text(json.dumps({**recorded, "wiki_cleaning": "text8"}))
     with pytest.raises(FormatError, match="wiki_cleaning.*must be one of wikifil, paper"):
         load_run_config(path)
+
+
+def test_records_end_at_every_closing_bracket_and_keep_an_unclosed_tail():
+    from cellgraph.data.wikifil import _records
+    assert _records(b"a>>b") == [b"a>", b">", b"b"]
+    assert _records(b"a>b>") == [b"a>", b"b>"]
+    assert _records(b"") == []

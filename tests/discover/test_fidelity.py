@@ -19,3 +19,20 @@ def test_successive_halving_rungs_costs_and_promotion():
 def test_bad_ladders_are_refused(epochs, eta):
     with pytest.raises(CellGraphError):
         Fidelity(epochs, eta)
+
+
+def test_the_default_ladder_and_eta_carry_through():
+    assert Fidelity.successive_halving() == Fidelity((1, 3, 9), 3)
+    assert Fidelity.successive_halving(2, 2, 4) == Fidelity((2, 4, 8, 16), 2)
+
+
+def test_promotion_keeps_the_floor_of_len_over_eta():
+    f = Fidelity((1, 3), 3)
+    # 5 losses: 5 // 3 = 1 goes on, so the second best stops (5 / 3 would let it through)
+    assert f.promote(0.1, [0.1, 0.2, 0.3, 0.4, 0.5])
+    assert not f.promote(0.2, [0.1, 0.2, 0.3, 0.4, 0.5])
+
+
+def test_to_dict_names_the_rungs_and_eta():
+    """The study records these settings; a stored study is compared with them key by key."""
+    assert Fidelity((20, 60), 3).to_dict() == {"epochs": [20, 60], "eta": 3}

@@ -5,7 +5,7 @@ import pytest
 
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.space import IDENTITY, CellSpace, from_cell, kind, sample_cell, to_cell, validate
+from cellgraph.discover.space import IDENTITY, CellSpace, complexity, from_cell, kind, sample_cell, to_cell, validate
 from cellgraph.errors import CellGraphError
 from tests.discover.cells import gru, no_op, small
 
@@ -90,3 +90,21 @@ def test_the_default_space_holds_the_elman_rnn():
 
     rnn = target("rnn")
     assert validate(from_cell(rnn.cell, rnn.layout), CellSpace()) is None
+
+
+def test_to_dict_records_every_setting_by_name():
+    """A study records this; a resumed search compares it key by key."""
+    assert CellSpace(min_nodes=2, max_nodes=9).to_dict() == {
+        "leaves": ["x", "h", "zero"], "ops": ["add", "mul"],
+        "activations": ["sigmoid", "tanh", "one_minus", "identity"], "kinds": ["W", "I"],
+        "min_nodes": 2, "max_nodes": 9}
+
+
+def test_complexity_counts_nodes_and_the_matrices_that_multiply_something():
+    """Nodes plus, per ``W`` node, its two matrices less one per zero operand; ``I`` nodes none."""
+    assert complexity(Node("add", "tanh", 1, x, h)) == 1 + 2
+    assert complexity(Node("add", "sigmoid", 1, x, zero)) == 1 + 1          # MUT1's z = sigmoid(W x + b)
+    assert complexity(Node("add", "tanh", IDENTITY, x, h)) == 1
+    assert complexity(Node("mul", "identity", IDENTITY, Node("add", "sigmoid", 1, x, h), h)) == 2 + 2
+    assert complexity(small()) == 4 + 2 + 2                                 # two W nodes, two I nodes
+    assert complexity(gru()) == 8 + 2 * sum(1 for n in gru().internal_nodes() if kind(n) == "W")
