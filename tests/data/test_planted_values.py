@@ -27,7 +27,7 @@ def test_seeded_and_shaped():
 
 def test_targets_are_the_teachers_standardised_readout():
     d = load_planted_values("mut3", seed=0, **SMALL)
-    assert d.cell == target("mut3").cell
+    assert d.cell == target("mut3").cell and d.layout == target("mut3").layout
     flat = d.targets["train"].reshape(-1, 3)
     assert np.allclose(flat.mean(0), 0, atol=1e-12) and np.allclose(flat.std(0), 1)
     # step by step with the numpy backend: the targets are an affine map of the teacher's h_t
@@ -61,7 +61,8 @@ def test_random_teacher_and_non_finite():
     assert 1 < redrawn.draws <= MAX_DRAWS
 
 
-@pytest.mark.parametrize("bad", [dict(n_val=0), dict(p=0), dict(seq_len=0)])
+@pytest.mark.parametrize("bad", [dict(n_train=0), dict(n_val=0), dict(n_test=0), dict(p=0), dict(seq_len=0),
+                                 dict(n_out=0)])
 def test_bad_sizes(bad):
     with pytest.raises(CellGraphError, match="sizes must be >= 1"):
         load_planted_values("gru", **{**SMALL, **bad})
@@ -70,3 +71,19 @@ def test_bad_sizes(bad):
 def test_unknown_teacher():
     with pytest.raises(CellGraphError, match="unknown target 'nope'"):
         load_planted_values("nope", **SMALL)
+
+
+def test_sizes_of_one_are_allowed():
+    d = load_planted_values("gru", n_train=1, n_val=1, n_test=1, seq_len=1, p=1, n_out=1)
+    assert d.inputs["train"].shape == (1, 1, 1) and d.targets["test"].shape == (1, 1, 1)
+
+
+def test_the_defaults_are_the_documented_task():
+    """MGU, 1,000/200/200 sequences of 10 steps, p = 8, 8 outputs, weight scale 2, bias scale 0.1
+    (docs/discover.md, *The planted regression task*)."""
+    d = load_planted_values()
+    assert d.info() == {"teacher": "mgu", "seed": 0, "p": 8, "n_out": 8, "seq_len": 10, "weight_scale": 2.0,
+                        "n_train": 1000, "n_val": 200, "n_test": 200}
+    small = load_planted_values(**SMALL)
+    assert np.array_equal(small.targets["val"], load_planted_values(bias_scale=0.1, **SMALL).targets["val"])
+    assert not np.array_equal(small.targets["val"], load_planted_values(bias_scale=1.1, **SMALL).targets["val"])
