@@ -28,7 +28,8 @@ node of ``S_data, S_prev, S_aux, P_{k-1}`` is the left child and takes ``L_r``.
   matrix is ``I`` (as ``gru_torch``'s ``n``), the nearest form the node algebra has.
 
 A tuple part whose display name is ``I`` or ``0`` is that matrix in the planted task's teacher
-(:mod:`cellgraph.data.planted`) and in :func:`torch_tuples`; trained, it is a free matrix.
+(:mod:`cellgraph.data.planted`) and in :func:`torch_tuples`; trained, it is a free matrix,
+unless ``model = cell`` runs with ``fixed_matrices`` (docs/training.md).
 
 :func:`torch_tuples` maps a torch cell's weights (as numpy arrays) onto a target's tuples.
 """

@@ -2,7 +2,9 @@
 
 * :class:`TupleSpec` names one weight tuple ``(L_r, R_r, b_r)``; the identity tuple
   ``(I, I, 0)`` is marked ``identity=True`` and is fixed, not trained (docs/paper-notes.md,
-  *Objects: leaves, nodes, tuples*).
+  *Objects: leaves, nodes, tuples*); a matrix of another tuple named ``I`` or ``0`` is the
+  identity or zero matrix where a planted teacher or ``model = cell`` with ``fixed_matrices``
+  reads the names (:attr:`TupleSpec.fixed_matrices`).
 * :class:`Layout` is the ordered list of tuples of a model: a node's ``tuple`` field is an
   index into it.
 * :class:`SearchSpace` is the input of one run of Algorithm 2: the tuple indices it may use
@@ -19,7 +21,10 @@ from cellgraph.cell import registry
 from cellgraph.cell.expr import Leaf, Role
 from cellgraph.errors import CellGraphError
 
-__all__ = ["TupleSpec", "Layout", "SearchSpace"]
+__all__ = ["TupleSpec", "Layout", "SearchSpace", "FIXED_MATRICES"]
+
+#: The display names of fixed matrices: the identity and the zero matrix (docs/FORMAT.md).
+FIXED_MATRICES = ("I", "0")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,12 @@ class TupleSpec:
     @staticmethod
     def identity_tuple(name: str = "id") -> "TupleSpec":
         return TupleSpec(name, "I", "I", "0", identity=True)
+
+    @property
+    def fixed_matrices(self) -> dict[str, str]:
+        """``{"L" or "R": "I" or "0"}``: the matrices whose display name is one of
+        :data:`FIXED_MATRICES` (``torch.nn.GRU``'s ``R`` of ``n``, ``gru_torch``'s fourth tuple, is ``I``)."""
+        return {side: name for side, name in (("L", self.L), ("R", self.R)) if name in FIXED_MATRICES}
 
 
 @dataclass(frozen=True)

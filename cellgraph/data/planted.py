@@ -461,7 +461,8 @@ def _fixed_parts(tup: tuple[np.ndarray, np.ndarray, np.ndarray], spec: TupleSpec
     """``tup`` with each matrix whose display name in ``spec`` is ``I`` or ``0`` set to it."""
     p = len(tup[2])
     fixed = {"I": np.eye, "0": lambda n: np.zeros((n, n))}
-    L, R = (fixed[name](p) if name in fixed else m for name, m in ((spec.L, tup[0]), (spec.R, tup[1])))
+    names = spec.fixed_matrices
+    L, R = (fixed[names[side]](p) if side in names else m for side, m in (("L", tup[0]), ("R", tup[1])))
     return L, R, tup[2]
 
 

@@ -132,6 +132,9 @@ class TrainConfig:
                       "scratch); cellgraph train needs it given", one_of(MODELS))
     cell: str = _key("", "model=cell: the cell trained from scratch: a target name (gru, mgu, mut1...), "
                      "random:SEED[:LOW-HIGH] (that planted teacher's cell) or a cell JSON file (export, trees --save)")
+    fixed_matrices: bool = _key(False, "model=cell: the matrices the cell's layout names I or 0 stay the identity "
+                                "or zero (cell=gru_torch is then torch.nn.GRU's cell) instead of training "
+                                "as every other matrix of a non-identity tuple")
     seed: int = _key(0, "seed of the initialisation and of the training order", at_least(0))
     epochs: int = _key(10, "training epochs (patience may stop sooner; a larger value extends a "
                        "resumed run)", at_least(1))
@@ -278,6 +281,9 @@ class TrainConfig:
             raise FormatError("cell", "model=cell trains the cell this setting names: give --set cell=NAME|FILE"
                               if self.cell == "" else f"set for model {self.model}; only model=cell trains a "
                               "given cell (drop it or use --model cell)")
+        if self.fixed_matrices and self.model != "cell":
+            raise FormatError("fixed_matrices", f"set for model {self.model}; it fixes matrices of model=cell's "
+                              "cell (drop it or use --model cell)")
         if self.amp != "none" and self.model == "rrnn":
             raise FormatError("amp", f"{self.amp} applies to gru, lstm and rrnn-gru; the full RRNN search "
                               "runs in float32 (its exclusion test compares candidates within 1e-9, far "

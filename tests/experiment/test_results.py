@@ -26,6 +26,9 @@ RECIPE_ROOTS = ["recipe-planted", "recipe-planted-variants", "recipe-wiki5k-slic
                 "recipe-wiki10k", "recipe-wiki5k-2ep"]
 #: the ablations on slices, whose tables moved to docs/results-history.md
 HISTORY_RECIPE_ROOTS = RECIPE_ROOTS[:3]
+#: the M question (RESULTS.md, "The M question"): the recipe's cell, torch's and the GRUs trained
+#: from scratch, beside the recipe's runs
+M_QUESTION = ["m-question/*-s?", "recipe-wiki10k/rrnn-gru-recipe-s?"]
 
 
 def _results() -> str:
@@ -123,3 +126,9 @@ def test_results_md_holds_the_recipe_tables_as_the_ablation_prints_them(root):
                  " ".join(map(str, row["stopped"])) or "-"]
         line = "| " + " | ".join(cells) + " |"
         assert line in results, f"RESULTS.md lacks the row {line!r} of {root}"
+
+
+def test_results_md_holds_the_m_question_table_as_summarize_prints_it(capsys):
+    folders = [str(p) for g in M_QUESTION for p in sorted((ROOT / "results").glob(g))]
+    assert len(folders) == 3 * 5, "a run record of the M question is missing"
+    _check_reprinted(["--by", "name"], folders, 5, capsys)

@@ -15,7 +15,11 @@ program over a list of registers, written the way ``torch.nn.GRUCell`` is writte
 * trainable nodes with the same children, operation and activation (the GRU's ``r`` and
   ``z``) form a group: their rows are adjacent in both projections, so the group is one
   elementwise ``u(o(., .))`` over ``(B, k p)`` whose column blocks are the nodes' values;
-* identity tuples ``(I, I, 0)`` cost no matmul, and ``c + 0`` with the zero constant no op.
+* identity tuples ``(I, I, 0)`` cost no matmul, and ``c + 0`` with the zero constant no op;
+* with ``fixed_matrices``, a matrix of a trainable tuple that the layout names ``I`` or ``0``
+  (``torch.nn.GRU``'s ``R`` of ``n`` in ``gru_torch``) stays the identity or zero: its
+  parameter entries are zero, masked out and replaced by that value whenever the weights are
+  gathered, so neither the loss nor the L2 term moves them.
 
 :class:`FrozenRNN` runs a frozen cell over a sequence: the stacked weights are gathered once,
 and the projections of ``x`` (for all time steps, in one matmul) and of the constants are
@@ -145,6 +149,9 @@ class FrozenCell(nn.Module):
             ``None`` for a uniform ``(-1/sqrt(p), 1/sqrt(p))`` initialisation.
         hidden_size: ``p`` (needed when ``params`` is ``None``).
         dtype: parameter dtype.
+        fixed_matrices: the matrices of trainable tuples that the layout names ``I`` or ``0``
+            (:attr:`~cellgraph.cell.layout.TupleSpec.fixed_matrices`) are that matrix and do
+            not train; else every matrix of a trainable tuple trains.
 
     Shape:
         - x: ``(B, p)``; state: ``(B, p)``, or a tuple in ``cell.states`` order.
@@ -156,7 +163,8 @@ class FrozenCell(nn.Module):
     """
 
     def __init__(self, cell: MultiCell | CellGraph, layout: Layout, params: Sequence | None = None,
-                 hidden_size: int | None = None, dtype: torch.dtype = torch.float32) -> None:
+                 hidden_size: int | None = None, dtype: torch.dtype = torch.float32,
+                 fixed_matrices: bool = False) -> None:
         super().__init__()
         cell.validate(layout)
         self.graphs = cell.graphs if isinstance(cell, MultiCell) else (cell,)
@@ -188,8 +196,30 @@ class FrozenCell(nn.Module):
                        for shape in ((p, p), (p, p), (p,)))
         self.hidden_size = p
         self.weight_L, self.weight_R, self.bias = nn.Parameter(L), nn.Parameter(R), nn.Parameter(b)
+        self._fixed = fixed_matrices and self._fix(layout)
         self._constant_cache: dict[tuple[torch.dtype, torch.device], dict[int, Tensor]] = {}
         self._compile()
+
+    def _fix(self, layout: Layout) -> bool:
+        """Registers ``_keep (2, n, 1, 1)`` (0 for a fixed ``L`` / ``R``, else 1) and
+        ``_fixed_value (2, n, p, p)`` (``I`` or 0 there, else 0) and zeroes the fixed entries of
+        ``weight_L`` / ``weight_R``; False when the layout names no fixed matrix."""
+        p, n, dtype = self.hidden_size, len(self._position), self.weight_L.dtype
+        keep = torch.ones(2, n, 1, 1, dtype=dtype)
+        value = torch.zeros(2, n, p, p, dtype=dtype)
+        for r, k in self._position.items():
+            for side, name in layout.tuples[r].fixed_matrices.items():
+                keep["LR".index(side), k] = 0
+                if name == "I":
+                    value["LR".index(side), k] = torch.eye(p, dtype=dtype)
+        if keep.all():
+            return False
+        self.register_buffer("_keep", keep, persistent=False)
+        self.register_buffer("_fixed_value", value, persistent=False)
+        with torch.no_grad():
+            for weight, k in zip((self.weight_L, self.weight_R), keep):
+                weight.mul_(k)
+        return True
 
     # --- compilation ---------------------------------------------------------------------
     def _compile(self) -> None:
@@ -324,7 +354,10 @@ class FrozenCell(nn.Module):
         parameters where the rows are consecutive, else one ``index_select`` for all); a
         sequence module does this once per sequence."""
         p = self.hidden_size
-        weights = self._weight_rows.take((self.weight_L, self.weight_R), self._weight_index)
+        L, R = self.weight_L, self.weight_R
+        if self._fixed:
+            L, R = (w * k + v for w, k, v in zip((L, R), self._keep, self._fixed_value))
+        weights = self._weight_rows.take((L, R), self._weight_index)
         zero_row = self.bias.new_zeros(1, p) if self._bias_rows.gathered else None
         biases = self._bias_rows.take((self.bias, zero_row), self._bias_index)
         key = (self.bias.dtype, self.bias.device)
@@ -480,11 +513,11 @@ class FrozenRNN(nn.Module):
 
 def freeze(cell: CellGraph | MultiCell | Target, params: Sequence | None = None,
            layout: Layout | None = None, hidden_size: int | None = None,
-           dtype: torch.dtype = torch.float32) -> FrozenCell:
+           dtype: torch.dtype = torch.float32, fixed_matrices: bool = False) -> FrozenCell:
     """A :class:`FrozenCell` running ``cell`` with no search.
 
     ``layout`` defaults to the target's, else to all-trainable tuples ``t0, t1, ...`` up to
-    the largest tuple index used.
+    the largest tuple index used; ``fixed_matrices`` as :class:`FrozenCell`'s.
     """
     if isinstance(cell, Target):
         layout = layout or cell.layout
@@ -495,4 +528,4 @@ def freeze(cell: CellGraph | MultiCell | Target, params: Sequence | None = None,
         graphs = cell.graphs if isinstance(cell, MultiCell) else (cell,)
         used = [n.tuple for g in graphs for n in g.internal_nodes()]
         layout = Layout(tuple(TupleSpec(f"t{i}") for i in range(max(used, default=-1) + 1)))
-    return FrozenCell(cell, layout, params, hidden_size, dtype)
+    return FrozenCell(cell, layout, params, hidden_size, dtype, fixed_matrices)

@@ -64,7 +64,8 @@ def constant_alpha(config: TrainConfig) -> bool:
 def _core(config: TrainConfig, states: tuple[str, ...], fixed: FixedCell | None = None) -> nn.Module:
     p = config.hidden_size
     if fixed is not None:
-        return FrozenRNN(freeze(fixed.cell, layout=fixed.layout, hidden_size=p))
+        return FrozenRNN(freeze(fixed.cell, layout=fixed.layout, hidden_size=p,
+                                fixed_matrices=config.fixed_matrices))
     if config.model == "rrnn":
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,

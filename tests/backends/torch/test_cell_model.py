@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from cellgraph.backends.torch.models.freeze import FrozenRNN
+from cellgraph.backends.torch.models.freeze import FrozenRNN, freeze
 from cellgraph.backends.torch.runs.train import CELL_FILE, train
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError, FormatError
@@ -111,10 +111,28 @@ def test_resume_takes_the_new_thread_count(tmp_path, monkeypatch):
 @pytest.mark.parametrize("changes, message", [
     (dict(model="cell"), "model=cell trains the cell this setting names"),
     (dict(model="gru", cell="mgu"), "only model=cell trains a given cell"),
+    (dict(model="rrnn-gru", fixed_matrices=True), "fixed_matrices: set for model rrnn-gru"),
 ])
 def test_the_cell_setting_goes_with_model_cell(changes, message):
     with pytest.raises(FormatError, match=message):
         tiny(**changes)
+
+
+def test_fixed_matrices_keep_gru_torchs_identity_through_training(tmp_path):
+    """cell=gru_torch with fixed_matrices trains torch.nn.GRU's cell: n's R (named I) stays
+    the identity, its parameter entries zero, through training, the record and a loaded run."""
+    train(tiny(model="cell", cell="gru_torch", fixed_matrices=True), tmp_path, log=quiet)
+    assert json.loads((tmp_path / "config.json").read_text())["fixed_matrices"] is True
+    cell = load_run(tmp_path).model.core.cell
+    layout = target("gru_torch").layout
+    n = layout.index("n")
+    assert not cell.weight_R[n].any() and cell.weight_L[n].abs().sum() > 0
+    eye, p = torch.eye(8), 8
+    params = [(cell.weight_L[k], eye if k == n else cell.weight_R[k], cell.bias[k])
+              for k in layout.trainable_indices] + [(eye, eye, torch.zeros(p))]
+    with torch.no_grad():
+        x_t, h_0 = torch.randn(3, p), torch.randn(3, p)
+        torch.testing.assert_close(cell(x_t, h_0), freeze(target("gru_torch"), params)(x_t, h_0))
 
 
 def test_bad_cell_specs_are_one_line_errors(tmp_path):

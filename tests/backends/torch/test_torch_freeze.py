@@ -17,7 +17,7 @@ from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.cell.registry import Activation, register_activation
 from cellgraph.errors import CellGraphError
-from cellgraph.targets import target
+from cellgraph.targets import target, torch_tuples
 from strategies import DETERMINISTIC, exprs
 
 P = 5
@@ -92,6 +92,34 @@ def test_random_init_trains_only_non_identity_tuples():
     out.sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in frozen.parameters())
     assert frozen(torch.randn(2, P)).shape == (2, P)  # state None: zeros
+
+
+def test_fixed_matrices_stay_the_identity_and_zero_and_do_not_train():
+    """gru_torch's n reads r * hn through a matrix named I: fixed_matrices keeps it the
+    identity (torch.nn.GRUCell's values whatever its parameter entries hold, which stay zero
+    under Adam with an L2 term); without it the matrix is drawn and trains."""
+    torch.manual_seed(3)
+    ref = nn.GRUCell(P, P).double()
+    weights = [t.detach().numpy() for t in (ref.weight_ih, ref.weight_hh, ref.bias_ih, ref.bias_hh)]
+    x_t, h_0 = _rand(4, P, seed=9), _rand(4, P, seed=10)
+    fixed = freeze(target("gru_torch"), torch_tuples("gru_torch", *weights), dtype=torch.float64,
+                   fixed_matrices=True)
+    assert not fixed.weight_R[3].any()
+    with torch.no_grad():
+        fixed.weight_R[3] += 1.0  # entries that are never read
+    torch.testing.assert_close(fixed(x_t, h_0), ref(x_t, h_0), rtol=0, atol=1e-10)
+    with torch.no_grad():
+        fixed.weight_R[3] = 0.0
+    optimizer = torch.optim.Adam(fixed.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        (fixed(x_t, h_0).sum() + sum((w * w).sum() for w in fixed.parameters())).backward()
+        assert not fixed.weight_R.grad[3].any() and fixed.weight_R.grad[1].any()
+        optimizer.step()
+    assert not fixed.weight_R[3].any() and fixed.weight_L[3].ne(torch.as_tensor(weights[0][2 * P:])).any()
+    free = freeze(target("gru_torch"), hidden_size=P)
+    free(x_t.float(), h_0.float()).sum().backward()
+    assert free.weight_R[3].abs().sum() > 0 and free.weight_R.grad[3].abs().sum() > 0
 
 
 def test_contract_errors_name_the_problem():
