@@ -5,13 +5,15 @@ table of ``--help``, and the helpers the trainer and the command line use."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import fields
 
 import pytest
 
 from cellgraph.errors import FormatError
 from cellgraph.experiment.config import (
-    TrainConfig, key_table, load_run_config, load_toml, parse_set, preset_conflicts, resolve_config,
-    resolved_td_match,
+    RECIPES, TrainConfig, key_table, load_run_config, load_toml, paper_settings, parse_set, preset_conflicts,
+    resolve_config, resolved_td_match,
 )
 
 
@@ -119,6 +121,24 @@ def test_the_recipe_default_takes_settings_that_hold_only_under_it(tmp_path):
         resolve_config(overrides={"model": "rrnn-gru", "structure_lr": "100"})
 
 
+def test_the_recipe_lies_under_every_layer_and_needs_a_model(tmp_path):
+    """Settings given on the command line or in a file win over the recipe's; without a model
+    named no recipe applies."""
+    assert resolve_config(overrides={"model": "rrnn-gru", "warm_start": "none"}, recipe=True).warm_start == "none"
+    toml = tmp_path / "run.toml"
+    toml.write_text('warm_start = "none"\n')
+    assert resolve_config(config_file=toml, overrides={"model": "rrnn-gru"}, recipe=True).warm_start == "none"
+    assert resolve_config(overrides={"seed": "1"}, recipe=True) == resolve_config(overrides={"seed": "1"})
+
+
+def test_paper_settings_undo_the_recipe_with_the_papers_values():
+    assert paper_settings("gru") == {}
+    undo = paper_settings("rrnn-gru")
+    assert set(undo) == set(RECIPES["rrnn-gru"]) - {"model"} and undo["warm_start"] == "none"
+    assert all(getattr(TrainConfig(), key) == value for key, value in undo.items())
+    assert resolve_config(overrides={"model": "rrnn-gru", **undo}, recipe=True) == TrainConfig(model="rrnn-gru")
+
+
 def test_set_items_split_at_the_first_equals_sign():
     assert parse_set([" name = a=b ", "lr=1e-3"]) == {"name": "a=b", "lr": "1e-3"}
     for bad in ("lr", "=3"):
@@ -154,6 +174,9 @@ def test_key_table_lists_each_setting_with_its_rule_and_wrapped_help():
     assert help_lines and all(len(line) <= 60 for line in lines if line.startswith("      "))
     assert any(line.startswith("  ") and not line.startswith("   ") and ", must be" not in line for line in lines)
     assert not any(line.startswith("       ") for line in lines)  # help indented by 6 exactly
+    # every line a setting's (indent 2) or its help's (indent 6, the first and the wrapped ones)
+    assert all(re.match(r"  [a-z_0-9]+: ", line) or re.match(r" {6}\S", line) for line in lines)
+    assert re.match(r" {6}\S", lines[seed + 1]) and len(help_lines) > len(fields(TrainConfig))
 
 
 def test_a_setting_without_a_rule_ends_at_its_default():
