@@ -66,3 +66,20 @@ def test_torch_tuples_shapes_are_checked():
         torch_tuples("gru_torch", np.zeros((9, 2)), np.zeros((9, 3)), np.zeros(9), np.zeros(9))
     tuples = torch_tuples("lstm_torch", np.ones((12, p)), np.ones((12, p)), np.ones(12), np.ones(12))
     assert len(tuples) == 5 and tuples[0][2].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_hand_made_target_is_checked():
+    """A :class:`Target` checks its cell against its layout, one search space per state, each
+    space's tuples and its number of iterations."""
+    from dataclasses import replace
+    gru = target("gru")
+    space = gru.spaces[0]
+    assert replace(gru, name="copy").cell == gru.cell
+    with pytest.raises(CellGraphError, match=r"^target bad: one search space per state is needed$"):
+        replace(gru, name="bad", spaces=(space, space))
+    with pytest.raises(CellGraphError, match=r"^target bad: state h has 8 generated nodes but n_iterations=7$"):
+        replace(gru, name="bad", spaces=(replace(space, n_iterations=7),))
+    with pytest.raises(CellGraphError, match=r"^search space: tuple index 9 out of range"):
+        replace(gru, name="bad", spaces=(replace(space, tuples=(*space.tuples, 9)),))
+    with pytest.raises(CellGraphError, match="out of range"):
+        replace(gru, name="bad", layout=type(gru.layout)(gru.layout.tuples[:2]))
