@@ -96,7 +96,6 @@ class CompiledSearch(Compiled):
                          dynamo_config={"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True})
 
 
-@no_autocast()
 def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float = 1.0,
            state: str = "h", tau_units: str = "score", sync_free: bool | None = None) -> SearchTrace:
     """Run Algorithm 2 for every sample of a batch, in the parameters' dtype (``leaves`` are
@@ -125,84 +124,87 @@ def search(params: SearchParams, leaves: Tensor, mode: str = "hard", tau: float 
         a :class:`SearchTrace` with ``vectors (B, n_leaves + N, p)``; its generated vectors
         are the propagated ones (soft mixtures in ``soft`` mode).
     """
-    check_mode(mode)
-    check_tau_units(tau_units)
-    space, plan = params.space, params.plan
-    B, n_leaves, p = leaves.shape
-    if n_leaves != len(space.leaves):
-        raise CellGraphError(
-            f"search: got {n_leaves} leaf vectors for the {len(space.leaves)} leaves "
-            f"{[str(l) for l in space.leaves]}"
+    with no_autocast():
+        check_mode(mode)
+        check_tau_units(tau_units)
+        space, plan = params.space, params.plan
+        B, n_leaves, p = leaves.shape
+        if n_leaves != len(space.leaves):
+            raise CellGraphError(
+                f"search: got {n_leaves} leaf vectors for the {len(space.leaves)} leaves "
+                f"{[str(l) for l in space.leaves]}"
+            )
+        if n_leaves < 2:
+            raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
+        leaves = leaves.to(params.proj_weight.dtype)
+        device = leaves.device
+        sync_free = device.type != "cpu" and is_compiling() if sync_free is None else sync_free
+        N, n_r = space.n_iterations, len(space.tuples)
+        code = KeyCode.of(space)
+        rule = None if sync_free else KeyRule.of(p, leaves.dtype, device)  # sync-free: no keys, dense tests
+        soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
+
+        proj = Projections(params)
+        proj.add(leaves)
+        nodes = list(leaves.unbind(1))
+        made_keys: tuple[list[Tensor], list[Tensor]] = ([], [])  # the key intervals of P_{k-1} (with a rule)
+        total = len(space.activations) * len(space.ops) * n_r * sum(
+            len(iteration_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
+        read_free = sync_free or is_compiling()
+        structure, by_value = params.structure, params.exclusion == "value"
+        partial_sums = soft and tau_units == "score" and not read_free and structure is None  # s_k changes with k
+        cands = Candidates(leaves.new_empty(total, B, p), rule, partial_sums, read_free)
+        rows = torch.arange(B, device=device)
+        chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
+        for k in range(1, N + 1):
+            left, right = iteration_pairs(len(nodes), k)
+            Z, Vn, scores = score_block(
+                params, proj.gather("L", left), proj.gather("R", right),
+                proj.gather("GL", left), proj.gather("GR", right),
+            )
+            cands.add(Block(params, Z, Vn, scores), block_keys(plan, n_r, code, left, right, device))
+            if structure is not None:
+                cands.offset = structure[k - 1][cands.keyid]
+            if k > 1 and by_value:  # the new block against P_{k-1}
+                _exclude_made(cands, nodes[n_leaves:], made_keys)
+            choice, eligible, none = _choose(cands)
+            no_choice.append(none)
+            chosen_keys.append(cands.keyid[choice])
+            best_scores.append(cands.total.gather(1, choice[:, None])[:, 0])
+            hard = None if mode == "soft" else (cands.vectors(rows, choice) if torch.is_grad_enabled()
+                                                  else cands.looked_up(rows, choice))
+            node = hard
+            if soft:
+                mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread(),
+                                          detach_values=mode == "straight-through")
+                node = mixed if mode == "soft" else straight_through(hard, mixed)
+            nodes.append(node)
+            with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
+                soft_node = node.detach() if mode == "soft" and k < N else None
+                refs = (1 + (soft_node is not None) if rule is None
+                        else chosen_ref_intervals(cands, choice, soft_node, rule))
+                same = matching(cands, functools.partial(chosen_refs, cands, choice, hard, soft_node), refs,
+                                known=choice)
+            second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
+            if k == N:
+                break
+            if not by_value:  # the chosen slot only
+                cands.exclude(torch.arange(cands.size, device=device) == choice[:, None])
+            else:
+                if rule is not None:
+                    for keys, bound in zip(made_keys, refs):
+                        keys.append(bound[:, -1])
+                cands.exclude(same[:, :, -1])
+            proj.add(node[:, None])
+
+        _check_eligible(no_choice)
+        r, o, u, i, j = code.decode(torch.stack(chosen_keys, 1))
+        return SearchTrace(
+            space, state, torch.stack(nodes, 1), i, j, r, o, u,
+            torch.stack(best_scores, 1), torch.stack(second_scores, 1),
         )
-    if n_leaves < 2:
-        raise CellGraphError(f"search: Algorithm 2 needs at least two leaves, got {n_leaves}")
-    leaves = leaves.to(params.proj_weight.dtype)
-    device = leaves.device
-    sync_free = device.type != "cpu" and is_compiling() if sync_free is None else sync_free
-    N, n_r = space.n_iterations, len(space.tuples)
-    code = KeyCode.of(space)
-    rule = None if sync_free else KeyRule.of(p, leaves.dtype, device)  # sync-free: no keys, dense tests
-    soft = mode == "soft" or (mode == "straight-through" and torch.is_grad_enabled())
-
-    proj = Projections(params)
-    proj.add(leaves)
-    nodes = list(leaves.unbind(1))
-    made_keys: tuple[list[Tensor], list[Tensor]] = ([], [])  # the key intervals of P_{k-1} (with a rule)
-    total = len(space.activations) * len(space.ops) * n_r * sum(
-        len(iteration_pairs(n_leaves + k - 1, k)[0]) for k in range(1, N + 1))
-    read_free = sync_free or is_compiling()
-    structure, by_value = params.structure, params.exclusion == "value"
-    partial_sums = soft and tau_units == "score" and not read_free and structure is None  # s_k changes with k
-    cands = Candidates(leaves.new_empty(total, B, p), rule, partial_sums, read_free)
-    rows = torch.arange(B, device=device)
-    chosen_keys, best_scores, second_scores, no_choice = [], [], [], []
-    for k in range(1, N + 1):
-        left, right = iteration_pairs(len(nodes), k)
-        Z, Vn, scores = score_block(
-            params, proj.gather("L", left), proj.gather("R", right), proj.gather("GL", left), proj.gather("GR", right),
-        )
-        cands.add(Block(params, Z, Vn, scores), block_keys(plan, n_r, code, left, right, device))
-        if structure is not None:
-            cands.offset = structure[k - 1][cands.keyid]
-        if k > 1 and by_value:  # the new block against P_{k-1}
-            _exclude_made(cands, nodes[n_leaves:], made_keys)
-        choice, eligible, none = _choose(cands)
-        no_choice.append(none)
-        chosen_keys.append(cands.keyid[choice])
-        best_scores.append(cands.total.gather(1, choice[:, None])[:, 0])
-        hard = None if mode == "soft" else (cands.vectors(rows, choice) if torch.is_grad_enabled()
-                                              else cands.looked_up(rows, choice))
-        node = hard
-        if soft:
-            mixed = cands.softmax_mix(tau if tau_units == "score" else tau * cands.spread(),
-                                      detach_values=mode == "straight-through")
-            node = mixed if mode == "soft" else straight_through(hard, mixed)
-        nodes.append(node)
-        with torch.no_grad():  # candidates equal to c_k* (for c_k**) and, soft, to the new node
-            soft_node = node.detach() if mode == "soft" and k < N else None
-            refs = 1 + (soft_node is not None) if rule is None else chosen_ref_intervals(cands, choice, soft_node, rule)
-            same = matching(cands, functools.partial(chosen_refs, cands, choice, hard, soft_node), refs, known=choice)
-        second_scores.append(_second_score(cands, eligible & ~same[:, :, 0]))
-        if k == N:
-            break
-        if not by_value:  # the chosen slot only
-            cands.exclude(torch.arange(cands.size, device=device) == choice[:, None])
-        else:
-            if rule is not None:
-                for keys, bound in zip(made_keys, refs):
-                    keys.append(bound[:, -1])
-            cands.exclude(same[:, :, -1])
-        proj.add(node[:, None])
-
-    _check_eligible(no_choice)
-    r, o, u, i, j = code.decode(torch.stack(chosen_keys, 1))
-    return SearchTrace(
-        space, state, torch.stack(nodes, 1), i, j, r, o, u,
-        torch.stack(best_scores, 1), torch.stack(second_scores, 1),
-    )
 
 
-@torch.no_grad()
 def _exclude_made(cands: Candidates, made: list[Tensor], made_keys: tuple[list[Tensor], list[Tensor]]) -> None:
     """Exclude the candidates of the newest block whose vectors are already in ``P_{k-1}``
     (``made``: its ``(B, p)`` vectors, stacked only for the rare pairs whose key intervals
@@ -210,21 +212,22 @@ def _exclude_made(cands: Candidates, made: list[Tensor], made_keys: tuple[list[T
     :func:`~cellgraph.backends.torch.algorithm2.candidates.matching`)."""
     last = len(cands.blocks) - 1
     refs = len(made) if cands.rule is None else tuple(torch.stack(keys, 1) for keys in made_keys)
-    matches = matching(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], refs, first=last)
-    cands.exclude(matches.any(-1), first=last)
+    with torch.no_grad():
+        matches = matching(cands, lambda b, m: torch.stack(made, 1).detach()[b, m], refs, first=last)
+        cands.exclude(matches.any(-1), first=last)
 
 
-@torch.no_grad()
 def _choose(cands: Candidates) -> tuple[Tensor, Tensor, Tensor]:
     """``(choice (B,), eligible (B, C), none (B,))``: ``c_k*``, the eligible candidate of
     highest score, ties (within :data:`~cellgraph.algorithm2.TIE_RTOL`) to the smallest key;
     ``none`` marks the samples without an eligible candidate (their choice is meaningless:
     :func:`_check_eligible` makes them an error once the search ends, so that no iteration
     waits for the device to say so)."""
-    s, eligible = cands.total, ~cands.excluded
-    best = s.masked_fill(~eligible, -torch.inf).max(1).values
-    tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
-    return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible, torch.isneginf(best)
+    with torch.no_grad():
+        s, eligible = cands.total, ~cands.excluded
+        best = s.masked_fill(~eligible, -torch.inf).max(1).values
+        tied = eligible & (s >= (best - TIE_RTOL * best.abs().clamp(min=1.0))[:, None])
+        return torch.where(tied, cands.keyid, torch.iinfo(torch.int64).max).argmin(1), eligible, torch.isneginf(best)
 
 
 def _check_eligible(none: list[Tensor]) -> None:
