@@ -2,7 +2,8 @@
 identifiability check? (docs/discover.md, *Identifiability*).
 
 For every teacher ``random:S`` (``--seeds N``: ``S = 0 .. N-1``; with ``--sizes LOW-HIGH``
-``random:S:LOW-HIGH``) on the planted regression task of ``cellgraph discover --teacher``
+``random:S:LOW-HIGH``; with ``--minimal`` ``minimal:S[:LOW-HIGH]``, the cells that pass the
+filters of :mod:`cellgraph.data.minimal`) on the planted regression task of ``cellgraph discover --teacher``
 (data seed 0, the command's sizes, ``--weight-scale``; :func:`~cellgraph.discover.planted.planted_search`
 makes the data, the teacher's candidate and the evaluator), one record ``DIR/NAME.json``
 (``NAME`` :func:`~cellgraph.data.planted.teacher_folder`: ``random4-4to7``), written when the
@@ -10,7 +11,9 @@ teacher is done, so a killed run resumes and skips the teachers done; a record m
 settings is an error. Each holds the settings (``config``), the package versions and:
 
 * ``nodes`` (the cell's generated nodes), ``complexity`` (:func:`~cellgraph.discover.space.complexity`
-  of its candidate), ``form`` and ``draws`` (the sub-seeds drawn before a finite cell);
+  of its candidate), ``form`` and ``draws`` (the sub-seeds drawn before a finite cell), and for
+  a ``minimal`` teacher ``refused``: the cells drawn before it that the filters refused, by kind
+  (:func:`~cellgraph.data.planted.refusals`);
 * ``states`` (:func:`state_statistics`, numpy only): the standard deviation and the largest
   ``|h|`` of the teacher's states on the validation inputs, and the sensitivity profile
   ``s_t`` at ``t = 1, T/2, T``: the mean norm of the change of ``h_t`` per unit change of
@@ -26,7 +29,7 @@ search's space) is recorded with its ``error``. ``--table`` runs nothing and pri
 teacher: spec, nodes, complexity, draws, h std, max ``|h|``, the three sensitivities, own and GRU
 ``val_mse``, their ratio and the identifiability verdict; then a summary: teachers drawn, finite,
 and the candidates: those whose own structure beats the GRU by ``--factor`` (``ratio <= 1 /
-factor``). ``--identify K`` then runs the identifiability check (``cellgraph discover --teacher
+factor``), and for minimal teachers the refusals summed by kind. ``--identify K`` then runs the identifiability check (``cellgraph discover --teacher
 T --identify``, at ``--identify-fidelity`` and ``--identify-limit``, with the screening's data
 flags; :func:`cellgraph.benchmarks.recovery.run_one`, in ``DIR/identify-NAME``) on the K
 candidates of lowest ratio, whose verdicts the table shows.
@@ -40,13 +43,15 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
 from cellgraph.benchmarks.recovery import identifications, run_name, run_one
-from cellgraph.data.planted import RANDOM_SIZES, RandomSpec, random_sizes, run_cell, teacher_folder
+from cellgraph.data.minimal import sensitivity as input_sensitivity
+from cellgraph.data.planted import RANDOM_SIZES, RandomSpec, random_sizes, random_spec, refusals, run_cell, teacher_folder
 from cellgraph.data.planted_values import PlantedValues
 from cellgraph.discover.planted import SIZES, planted_search
 from cellgraph.discover.storage import differing_keys
@@ -58,13 +63,12 @@ __all__ = ["FIDELITY", "LIMIT", "specs", "sensitivity", "state_statistics", "scr
 
 #: The identifiability check's fidelity and neighbour limit by default.
 FIDELITY, LIMIT = "20,60", 40
-#: The finite difference's step on ``x_1``.
-EPS = 1e-6
 
 
-def specs(seeds: int, sizes: tuple[int, int] | None = None) -> list[str]:
-    """``random:S`` (``random:S:LOW-HIGH`` for ``sizes``) for ``S = 0 .. seeds-1``."""
-    return [str(RandomSpec(seed, sizes or RANDOM_SIZES)) for seed in range(seeds)]
+def specs(seeds: int, sizes: tuple[int, int] | None = None, minimal: bool = False) -> list[str]:
+    """``random:S`` (``random:S:LOW-HIGH`` for ``sizes``; ``minimal:...`` when ``minimal``) for
+    ``S = 0 .. seeds-1``."""
+    return [str(RandomSpec(seed, sizes or RANDOM_SIZES, minimal)) for seed in range(seeds)]
 
 
 def _val_states(data: PlantedValues, inputs: np.ndarray | None = None) -> np.ndarray:
@@ -77,18 +81,11 @@ def _val_states(data: PlantedValues, inputs: np.ndarray | None = None) -> np.nda
 def sensitivity(data: PlantedValues, steps: tuple[int, ...], seed: int = 0, states: np.ndarray | None = None
                 ) -> list[float]:
     """The mean over the validation sequences of ``|h_t(x_1 + eps d) - h_t(x_1)| / eps`` at
-    each step ``t`` of ``steps`` (1-based), ``d`` a random unit vector per sequence (drawn from
-    ``seed``), ``eps`` :data:`EPS`, in float64: how much a unit change of the first input
-    still moves the state at step ``t``. ``states``: the teacher's validation states when the
-    caller has them (:func:`_val_states`), else they are computed."""
-    inputs = data.inputs["val"]
-    rng = np.random.default_rng(seed)
-    direction = rng.standard_normal(inputs[:, 0].shape)
-    moved = inputs.copy()
-    moved[:, 0] += EPS * direction / np.linalg.norm(direction, axis=1, keepdims=True)
-    h = _val_states(data) if states is None else states
-    with np.errstate(over="ignore", invalid="ignore"):
-        change = np.linalg.norm(_val_states(data, moved) - h, axis=2) / EPS
+    each step ``t`` of ``steps`` (1-based): :func:`cellgraph.data.minimal.sensitivity` of the
+    first input, how much a unit change of it still moves the state at step ``t``. ``states``:
+    the teacher's validation states when the caller has them (:func:`_val_states`), else they
+    are computed."""
+    change = input_sensitivity(lambda inputs: _val_states(data, inputs), data.inputs["val"], 1, seed, states)
     return [float(change[:, t - 1].mean()) for t in steps]
 
 
@@ -131,7 +128,9 @@ def screen_one(spec: str, config: dict[str, Any]) -> dict[str, Any]:
     fits = {"teacher": _fit(evaluator, root, config["epochs"], config["seed"]),
             "gru": _fit(evaluator, from_cell(gru.cell, gru.layout), config["epochs"], config["seed"])}
     own, other = (fits[k].get("val_mse") for k in ("teacher", "gru"))
-    return {**record, "evaluator": settings, "draws": data.draws, "nodes": len(data.cell.output.internal_nodes()),
+    chosen = random_spec(spec)
+    refused = {"refused": refusals(chosen, data.draws)} if chosen is not None and chosen.minimal else {}
+    return {**record, "evaluator": settings, "draws": data.draws, **refused, "nodes": len(data.cell.output.internal_nodes()),
             "complexity": complexity(root), "form": candidate_form(root), "states": state_statistics(data),
             "fits": fits, "ratio": own / other if own is not None and other else None}
 
@@ -206,9 +205,15 @@ def table(folder: Path, teachers: list[str], factor: float) -> str:
                      f"{verdicts.get(r['spec'], '-')}")
     chosen = candidates(found, factor)
     checked = [verdicts[r["spec"]] for r in chosen if r["spec"] in verdicts]
+    refused = Counter()
+    for r in found:
+        refused.update(r.get("refused", {}))
     lines.append(f"{len(found)} drawn, {sum('error' not in r for r in found)} finite, {len(chosen)} whose own "
                  f"structure beats the GRU by {factor:g}x (ratio <= {1 / factor:.3g})"
                  + (f"; {len(checked)} checked, {checked.count('PASS')} PASS" if checked else ""))
+    if refused:
+        lines.append(f"cells refused by the filters before them: {sum(refused.values())} ("
+                     + ", ".join(f"{n} {kind}" for kind, n in refused.most_common()) + ")")
     return "\n".join(lines)
 
 
@@ -220,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sizes", default=None, metavar="LOW-HIGH",
                    help=f"their generated nodes: random:SEED:LOW-HIGH (default {RANDOM_SIZES[0]}-{RANDOM_SIZES[1]}, "
                         "random:SEED)")
+    p.add_argument("--minimal", action="store_true",
+                   help="teachers minimal:SEED[:LOW-HIGH]: the cells drawn that pass the minimality and conditioning "
+                        "filters")
     p.add_argument("--weight-scale", type=float, default=2.0, help="teacher weight scale (default 2)")
     p.add_argument("--epochs", type=int, default=20, help="epochs of each fit (default %(default)s)")
     p.add_argument("--restarts", type=int, default=2, help="initialisations of each fit (default %(default)s)")
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     if not a.factor > 0 or not a.weight_scale > 0:
         p.error("--factor and --weight-scale must be > 0")
     try:
-        teachers = specs(a.seeds, a.sizes and random_sizes(a.sizes, f"--sizes {a.sizes}"))
+        teachers = specs(a.seeds, a.sizes and random_sizes(a.sizes, f"--sizes {a.sizes}"), a.minimal)
         folder = Path(a.records)
         if not a.table:
             config = {"weight_scale": a.weight_scale, "epochs": a.epochs, "restarts": a.restarts, "seed": a.seed,

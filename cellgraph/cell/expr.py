@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from cellgraph.cell import registry
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "relabel", "x", "h", "c", "zero", "one"]
+__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "relabel", "substitute", "x", "h", "c", "zero", "one"]
 
 
 class Role(str, Enum):
@@ -216,6 +216,20 @@ def relabel(root: Expr, label: Callable[[Node], tuple[str, str, int]]) -> Expr:
     built: dict[Expr, Expr] = {}
     for e in root.walk():
         built[e] = e if isinstance(e, Leaf) else Node(*label(e), built[e.left], built[e.right])
+    return built[root]
+
+
+def substitute(root: Expr, old: Expr, new: Expr) -> Expr:
+    """``root`` with node ``old`` replaced by ``new`` for every reader (``new`` may read nodes
+    of ``root`` that do not depend on ``old``); the other nodes keep their ``(op, act, tuple)``."""
+    built: dict[Expr, Expr] = {}
+    for e in root.walk():
+        if e == old:
+            built[e] = new
+        elif isinstance(e, Node):
+            built[e] = Node(e.op, e.act, e.tuple, built[e.left], built[e.right])
+        else:
+            built[e] = e
     return built[root]
 
 

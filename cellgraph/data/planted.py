@@ -20,10 +20,14 @@ by :func:`random_cell` from the data seed over a :class:`~cellgraph.cell.layout.
 default the ``gru`` target's space and layout) or ``random:SEED``: the cell
 :func:`random_teacher` draws from ``SEED`` alone, whatever the data seed (which draws its
 weights), of :data:`RANDOM_SIZES` generated nodes; ``random:SEED:LOW-HIGH`` draws its size from
-``LOW-HIGH`` instead (:func:`random_spec` parses both). A teacher whose states or readout
+``LOW-HIGH`` instead (:func:`random_spec` parses both). ``minimal:SEED[:LOW-HIGH]`` is the
+first cell of that draw (sub-seeds ``0, 1, ...``) that is minimal and well conditioned
+(:func:`probe_problem`: the filters of :mod:`cellgraph.data.minimal` on a probe drawn from
+``SEED`` and the sub-seed), so it too depends on ``SEED`` alone. A teacher whose states or readout
 logits are not finite over the data (overflow, NaN) is refused with a :class:`CellGraphError`
-that names it; a random teacher first redraws its cell with the next sub-seed, up to
-:data:`MAX_DRAWS` cells, and records the number of cells drawn as ``draws``. The
+that names it; a random teacher first redraws its cell with the next sub-seed (a minimal one
+with the next that passes the filters), up to :data:`MAX_DRAWS` cells, and records the number of
+cells drawn as ``draws``. The
 :class:`Teacher` is kept on the data set (``dataset.teacher``) with a
 JSON-serialisable description (:meth:`Teacher.to_json`).
 """
@@ -31,9 +35,9 @@ JSON-serialisable description (:meth:`Teacher.to_json`).
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import networkx as nx
 import numpy as np
@@ -44,30 +48,41 @@ from cellgraph.cell.expr import Expr, Leaf, Node, Role
 from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.data.datasets import Dataset, Split
+from cellgraph.data.minimal import minimal_problem
+from cellgraph.data.teacher_specs import (
+    MAX_DRAWS, MAX_MINIMAL_DRAWS, MAX_RANDOM_NODES, MINIMAL, RANDOM, RANDOM_SIZES, TEACHERS, RandomSpec,
+    is_teacher_spec, random_sizes, random_spec, teacher_folder,
+)
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import Target, target, target_names
 
 __all__ = [
     "Teacher", "random_cell", "random_teacher", "random_teacher_problem", "make_teacher", "distinct_rows",
     "load_planted", "TEACHERS", "is_teacher_spec", "MAX_DRAWS", "RANDOM_SIZES", "MAX_RANDOM_NODES", "RandomSpec",
-    "random_spec", "random_sizes", "teacher_folder",
+    "random_spec", "random_sizes", "teacher_folder", "MINIMAL", "MAX_MINIMAL_DRAWS", "PROBE", "probe_problem",
+    "teacher_draws", "first_cell", "refusals",
 ]
 
-RANDOM = "random"
-#: The named teachers of the ``planted_teacher`` setting (besides ``random:SEED[:LOW-HIGH]``).
-TEACHERS = ("gru", "gru_torch", "lstm", "mgu", "mut1", "mut2", "mut3")
-_INT = r"(0|[1-9][0-9]*)"
-_RANDOM_SPEC = re.compile(rf"{RANDOM}:{_INT}(?::(.*))?")
-_SIZES = re.compile(rf"{_INT}-{_INT}")
-#: Generated nodes of a ``random:SEED`` teacher: drawn uniformly from this range (inclusive).
-RANDOM_SIZES = (6, 12)
-#: The largest ``HIGH`` of a ``random:SEED:LOW-HIGH`` teacher: the search space's ``max_nodes``
-#: (:class:`cellgraph.discover.space.CellSpace`), so that every random teacher is a candidate size.
-MAX_RANDOM_NODES = 15
-#: Cells ``random:SEED`` draws (sub-seeds ``0, 1, ...``) before a non-finite teacher is an error.
-MAX_DRAWS = 20
 #: Batch size and vector size of the probe on which :func:`random_cell` checks its nodes.
 _PROBE_BATCH, _PROBE_P = 16, 4
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The probe of :func:`probe_problem`: ``draws`` draws of ``sequences`` input sequences of
+    ``steps`` steps, ``x ~ N(0, I_p)``, and tuples drawn as :func:`teacher_tuples` draws them."""
+
+    sequences: int = 64
+    steps: int = 10
+    p: int = 8
+    weight_scale: float = 1.0
+    bias_scale: float = 0.1
+    draws: int = 4
+
+
+#: The probe of ``minimal:SEED``: the planted regression task's default ``p`` and ``seq_len``
+#: and the weight scale at which random teachers' own structures fit (docs/discover.md).
+PROBE = Probe()
 _T = TypeVar("_T")
 
 
@@ -230,89 +245,6 @@ def _draw_cell(space: SearchSpace, rng: np.random.Generator) -> Expr | None:
     return nodes[-1]
 
 
-@dataclass(frozen=True)
-class RandomSpec:
-    """A random teacher: ``random:SEED``, or ``random:SEED:LOW-HIGH`` when ``sizes`` are not
-    :data:`RANDOM_SIZES`; its cell has ``LOW <= N <= HIGH`` generated nodes (``N`` drawn from
-    ``SEED``), ``1 <= LOW <= HIGH <=`` :data:`MAX_RANDOM_NODES`."""
-
-    seed: int
-    sizes: tuple[int, int] = RANDOM_SIZES
-
-    def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise CellGraphError(f"random teacher: SEED must be an integer >= 0, got {self.seed!r}")
-        problem = _sizes_problem(self.sizes)
-        if problem:
-            raise CellGraphError(f"random teacher: {problem}")
-
-    def __str__(self) -> str:
-        low, high = self.sizes
-        return f"{RANDOM}:{self.seed}" + ("" if self.sizes == RANDOM_SIZES else f":{low}-{high}")
-
-    @property
-    def folder(self) -> str:
-        """A folder name: ``randomSEED``, ``randomSEED-LOWtoHIGH``."""
-        low, high = self.sizes
-        return f"{RANDOM}{self.seed}" + ("" if self.sizes == RANDOM_SIZES else f"-{low}to{high}")
-
-
-def _sizes_problem(sizes: Any) -> str | None:
-    """What keeps ``sizes`` from being the sizes of a :class:`RandomSpec`, or ``None``."""
-    if not isinstance(sizes, tuple) or len(sizes) != 2 or not all(type(n) is int for n in sizes):
-        return f"sizes must be a pair of integers (LOW, HIGH), got {sizes!r}"
-    low, high = sizes
-    if not 1 <= low <= high <= MAX_RANDOM_NODES:
-        return f"sizes {low}-{high}: need 1 <= LOW <= HIGH <= {MAX_RANDOM_NODES}"
-    return None
-
-
-def random_spec(spec: str, what: str = "teacher") -> RandomSpec | None:
-    """The :class:`RandomSpec` that ``spec`` names: ``random:SEED`` or ``random:SEED:LOW-HIGH``
-    (integers without leading zeros); ``None`` when ``spec`` does not start with ``random:``, a
-    one-line :class:`CellGraphError` naming ``what`` and ``spec`` when it does but is not one."""
-    if not isinstance(spec, str) or not spec.startswith(f"{RANDOM}:"):
-        return None
-    match = _RANDOM_SPEC.fullmatch(spec)
-    if match is None:
-        raise CellGraphError(f"{what} {spec}: expected {RANDOM}:SEED or {RANDOM}:SEED:LOW-HIGH "
-                             "(integers without leading zeros)")
-    seed, sizes = match.groups()
-    return RandomSpec(int(seed), RANDOM_SIZES if sizes is None else random_sizes(sizes, f"{what} {spec}"))
-
-
-def random_sizes(text: str, what: str = "sizes") -> tuple[int, int]:
-    """The range ``(LOW, HIGH)`` that ``text`` ``LOW-HIGH`` names (integers without leading
-    zeros, ``1 <= LOW <= HIGH <=`` :data:`MAX_RANDOM_NODES`); a one-line
-    :class:`CellGraphError` that starts with ``what`` otherwise."""
-    match = _SIZES.fullmatch(text)
-    if match is None:
-        raise CellGraphError(f"{what}: expected LOW-HIGH (integers without leading zeros), got {text!r}")
-    low, high = int(match.group(1)), int(match.group(2))
-    problem = _sizes_problem((low, high))
-    if problem:
-        raise CellGraphError(f"{what}: {problem}")
-    return low, high
-
-
-def is_teacher_spec(spec: str) -> bool:
-    """Whether ``spec`` is a value of the ``planted_teacher`` setting: one of :data:`TEACHERS`
-    or a :func:`random_spec`."""
-    if isinstance(spec, str) and spec in TEACHERS:
-        return True
-    try:
-        return random_spec(spec) is not None
-    except CellGraphError:
-        return False
-
-
-def teacher_folder(spec: str) -> str:
-    """Teacher ``spec`` as a folder name: a named teacher as it is, a random one
-    :attr:`RandomSpec.folder` (``random:4`` ``random4``, ``random:4:4-7`` ``random4-4to7``)."""
-    chosen = random_spec(spec)
-    return spec if chosen is None else chosen.folder
-
-
 def random_teacher_problem(cell: MultiCell, sizes: tuple[int, int] = RANDOM_SIZES) -> str | None:
     """What keeps ``cell`` from being a random teacher of ``sizes``, or ``None``: it must be one
     state ``h`` of ``LOW-HIGH`` generated nodes that reads ``x`` and ``h``, and no node
@@ -398,18 +330,87 @@ def make_teacher(
 
 def first_finite(spec: str, attempt: Callable[[Target, int | None], _T]) -> _T:
     """``attempt(cell, draws)`` for the cell of teacher ``spec``: a target name once
-    (``draws`` ``None``), a :func:`random_spec` at sub-seeds ``0, 1, ...`` (``draws`` the cells
-    drawn so far) until an attempt does not find the teacher non-finite (:func:`check_finite`),
-    at most :data:`MAX_DRAWS` cells."""
+    (``draws`` ``None``), a :func:`random_spec` at the sub-seeds of :func:`teacher_draws`
+    (``draws`` the cells drawn so far) until an attempt does not find the teacher non-finite
+    (:func:`check_finite`), at most :data:`MAX_DRAWS` attempts."""
     chosen = random_spec(spec)
     if chosen is None:
         return attempt(target(spec), None)
-    for draw in range(MAX_DRAWS):
+    tried = []
+    for draw, tgt in teacher_draws(chosen):
         try:
-            return attempt(random_teacher(chosen.seed, draw, chosen.sizes), draw + 1)
+            return attempt(tgt, draw + 1)
         except _NotFinite as err:
-            last = err
-    raise CellGraphError(f"{last} (the cells of sub-seeds 0-{MAX_DRAWS - 1}, all refused, the last)")
+            last, tried = err, [*tried, draw]
+    if not tried:
+        raise _no_minimal(chosen)
+    which = f"sub-seeds {tried[0]}-{tried[-1]}" + ("" if not chosen.minimal else " that pass the filters")
+    raise CellGraphError(f"{last} (the cells of {which}, all refused, the last)")
+
+
+def probe_problem(tgt: Target, seed: int, draw: int, probe: Probe | None = None) -> str | None:
+    """What keeps the cell of ``tgt`` (a random teacher's, one state ``h``) from being a
+    ``minimal`` teacher, or ``None``: :func:`cellgraph.data.minimal.minimal_problem` on each of
+    ``probe.draws`` probes (inputs, then tuples over ``tgt.layout``), drawn from ``(seed,
+    draw)`` alone by a stream of their own (the cell's is ``(seed, draw)``)."""
+    probe = probe or PROBE
+    rng = np.random.default_rng((seed, draw, 1))
+    for _ in range(probe.draws):
+        inputs = rng.standard_normal((probe.sequences, probe.steps, probe.p))
+        params = teacher_tuples(rng, probe.p, probe.weight_scale, probe.bias_scale, tgt.layout)
+        problem = minimal_problem(tgt.cell.output.root, params, inputs, tgt.layout.identity_indices)
+        if problem:
+            return problem
+    return None
+
+
+def teacher_draws(spec: RandomSpec, refused: Counter | None = None) -> Iterator[tuple[int, Target]]:
+    """``(sub-seed, cell)`` of teacher ``spec`` in drawing order, at most :data:`MAX_DRAWS`:
+    :func:`random_teacher` at sub-seeds ``0, 1, ...``; for a ``minimal`` spec only those that
+    :func:`probe_problem` passes, among the first :data:`MAX_MINIMAL_DRAWS` sub-seeds, each
+    named ``spec``, the others counted in ``refused`` by the problem's kind (``forgetful``,
+    ``remove``, ...)."""
+    kept = 0
+    for draw in range(MAX_MINIMAL_DRAWS if spec.minimal else MAX_DRAWS):
+        tgt = random_teacher(spec.seed, draw, spec.sizes)
+        problem = probe_problem(tgt, spec.seed, draw) if spec.minimal else None
+        if problem:
+            if refused is not None:
+                refused[problem.partition(":")[0]] += 1
+            continue
+        yield draw, dataclasses.replace(tgt, name=str(spec), description=tgt.description
+                                        + (", minimal and well conditioned on its probe" if spec.minimal else ""))
+        kept += 1
+        if kept == MAX_DRAWS:
+            return
+
+
+def _no_minimal(spec: RandomSpec) -> CellGraphError:
+    refused: Counter = Counter()
+    for _ in teacher_draws(spec, refused):
+        break
+    counts = ", ".join(f"{n} {kind}" for kind, n in refused.most_common())
+    return CellGraphError(f"teacher {spec}: none of the cells of sub-seeds 0-{MAX_MINIMAL_DRAWS - 1} is minimal and "
+                          f"well conditioned ({counts})")
+
+
+def first_cell(spec: RandomSpec) -> Target:
+    """The first cell of :func:`teacher_draws` (``random:SEED``'s is :func:`random_teacher`'s
+    at sub-seed 0); a :class:`CellGraphError` where a ``minimal`` spec has none."""
+    for _, tgt in teacher_draws(spec):
+        return tgt
+    raise _no_minimal(spec)
+
+
+def refusals(spec: RandomSpec, draws: int) -> dict[str, int]:
+    """Problem kind -> the cells among the first ``draws`` sub-seeds of teacher ``spec`` that
+    :func:`teacher_draws` skipped (none for a ``random`` spec): why a teacher that records
+    ``draws`` cells drew them."""
+    refused: Counter = Counter()
+    for draw, _ in teacher_draws(spec, refused):
+        if draw + 1 >= draws:
+            break
+    return dict(refused.most_common())
 
 
 def _teacher_cell(kind: str, rng: np.random.Generator, space: SearchSpace | None,

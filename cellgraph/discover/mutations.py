@@ -40,7 +40,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from cellgraph.cell.expr import Expr, Leaf, Node, Role, zero
+from cellgraph.cell.expr import Expr, Leaf, Node, Role, substitute, zero
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.space import IDENTITY, CellSpace, kind, renumber, validate
 
@@ -52,17 +52,8 @@ SIDES = ("left", "right")
 
 
 def _substitute(root: Expr, old: Expr, new: Expr) -> Expr:
-    """``root`` with node ``old`` replaced by ``new`` for every reader (``new`` may read
-    nodes of ``root`` that do not depend on ``old``)."""
-    built: dict[Expr, Expr] = {}
-    for e in root.walk():
-        if e == old:
-            built[e] = new
-        elif isinstance(e, Node):
-            built[e] = Node(e.op, e.act, e.tuple, built[e.left], built[e.right])
-        else:
-            built[e] = e
-    return renumber(built[root])
+    """``root`` with node ``old`` replaced by ``new`` for every reader, renumbered as a candidate."""
+    return renumber(substitute(root, old, new))
 
 
 def _free(root: Expr, node: Node, space: CellSpace) -> list[Expr]:

@@ -7,7 +7,9 @@ A spec names the cell one of three ways:
   ``lstm_torch``, ``mgu``, ``mut1``, ``mut2``, ``mut3``), with the target's layout;
 * ``random:SEED`` or ``random:SEED:LOW-HIGH``: the random cell of the planted task's teacher of
   that name at sub-seed 0 (:func:`cellgraph.data.planted.random_teacher`; the planted teacher is
-  that cell unless its record says it drew more than one, ``draws > 1``);
+  that cell unless its record says it drew more than one, ``draws > 1``); ``minimal:SEED`` or
+  ``minimal:SEED:LOW-HIGH``: the first cell of that draw that is minimal and well conditioned
+  (:func:`cellgraph.data.planted.first_cell`);
 * a path to a cell JSON file (docs/FORMAT.md) as ``cellgraph export``, ``cellgraph diff`` and
   ``cellgraph trees --save`` write it, tree or DAG, with its layout, else every tuple index it
   uses a trainable tuple ``t0, t1, ...``. Vectors in the file are ignored: the run trains
@@ -27,7 +29,7 @@ from typing import Any
 from cellgraph.cell.expr import Role
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
-from cellgraph.data.planted import RANDOM, random_spec, random_teacher
+from cellgraph.data.planted import MINIMAL, RANDOM, first_cell, random_spec
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.export.jsonio import dump_cell, load_document
 from cellgraph.targets import target, target_names
@@ -92,16 +94,17 @@ def cell_problem(cell: MultiCell) -> str | None:
 def resolve_cell(spec: str) -> FixedCell:
     """The cell a ``cell`` spec names (module docstring); a one-line error otherwise."""
     if not isinstance(spec, str) or not spec:
-        raise CellGraphError("cell: empty; give a target name, random:SEED[:LOW-HIGH] or a cell JSON file")
+        raise CellGraphError("cell: empty; give a target name, random:SEED[:LOW-HIGH], "
+                             "minimal:SEED[:LOW-HIGH] or a cell JSON file")
     if spec in target_names():
         tgt = target(spec)
         return FixedCell(spec, tgt.cell, tgt.layout)
     chosen = random_spec(spec, "cell")
     if chosen is not None:
-        tgt = random_teacher(chosen.seed, sizes=chosen.sizes)
+        tgt = first_cell(chosen)
         return FixedCell(spec, tgt.cell, tgt.layout)
     path = Path(spec)
     if not path.is_file():
         raise CellGraphError(f"cell {spec!r}: not a target name ({', '.join(target_names())}), "
-                             f"{RANDOM}:SEED[:LOW-HIGH], nor a cell JSON file")
+                             f"{RANDOM}:SEED[:LOW-HIGH], {MINIMAL}:SEED[:LOW-HIGH], nor a cell JSON file")
     return _checked(spec, path)

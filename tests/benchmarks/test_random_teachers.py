@@ -2,12 +2,13 @@
 the identifiability checks of its best candidates."""
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from cellgraph.benchmarks import random_teachers
-from cellgraph.data.planted import random_teacher, run_cell, teacher_folder
+from cellgraph.data.planted import random_spec, random_teacher, refusals, run_cell, teacher_folder
 from cellgraph.data.planted_values import load_planted_values
 from cellgraph.discover.space import complexity, from_cell
 
@@ -137,3 +138,17 @@ def test_bad_sizes_are_one_line_errors(tmp_path, capsys):
         random_teachers.main(["--records", str(tmp_path), "--sizes", "7-4"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err == "error: --sizes 7-4: sizes 7-4: need 1 <= LOW <= HIGH <= 15\n"
+
+
+def test_minimal_teachers_are_screened_with_their_refusals_counted(tmp_path, capsys):
+    """``--minimal`` screens ``minimal:S:LOW-HIGH``: each record holds the cells its draw refused,
+    by kind, as :func:`refusals` counts them, and the table sums them."""
+    random_teachers.main(["--records", str(tmp_path), "--seeds", "1", "--sizes", "4-7", "--minimal", *TINY])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("minimal:0:4-7: ratio ")
+    record = json.loads((tmp_path / "minimal0-4to7.json").read_text())
+    assert record["spec"] == "minimal:0:4-7" and record["draws"] > 1
+    assert record["refused"] == refusals(random_spec("minimal:0:4-7"), record["draws"])
+    assert sum(record["refused"].values()) == record["draws"] - 1
+    counts = ", ".join(f"{n} {kind}" for kind, n in Counter(record["refused"]).most_common())
+    assert out[-1] == f"cells refused by the filters before them: {record['draws'] - 1} ({counts})"

@@ -14,8 +14,8 @@ from cellgraph.discover.planted import FIT, SIZES
 
 _DESCRIPTION = (
     "Search one-state cells for the structure of a planted teacher: the data are continuous inputs and "
-    "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch, random:SEED or "
-    "random:SEED:LOW-HIGH), "
+    "the teacher's standardised readout (--teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch, random:SEED, "
+    "random:SEED:LOW-HIGH or minimal:SEED[:LOW-HIGH]), "
     "each candidate is trained from scratch (--restarts initialisations, the best one's validation MSE) and "
     "scored by val_mse * exp(PARSIMONY * complexity) (--penalty relative; complexity: generated nodes + "
     "trainable matrices). The search "
@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--teacher", metavar="NAME",
                         help="planted teacher: rnn, mgu, mut1, mut2, mut3, gru, gru_torch, random:SEED or "
-                             "random:SEED:LOW-HIGH (a random cell of LOW-HIGH nodes; one-state cells)")
+                             "random:SEED:LOW-HIGH (a random cell of LOW-HIGH nodes; one-state cells); "
+                             "minimal:SEED[:LOW-HIGH] (the first such cell that is minimal and well conditioned)")
     source.add_argument("--task", choices=_TASKS, default=None,
                         help="search on this training task instead (its validation metric is a loss)")
     p.add_argument("--identify", action="store_true",
