@@ -12,8 +12,8 @@ import pytest
 
 from cellgraph.errors import FormatError
 from cellgraph.experiment.config import (
-    RECIPES, TrainConfig, key_table, load_run_config, load_toml, paper_settings, parse_set, preset_conflicts,
-    resolve_config, resolved_td_match,
+    RECIPES, TrainConfig, dataset_options, key_table, load_run_config, load_toml, paper_settings, parse_set,
+    preset_conflicts, resolve_config, resolved_td_match,
 )
 
 
@@ -182,3 +182,84 @@ def test_key_table_lists_each_setting_with_its_rule_and_wrapped_help():
 def test_a_setting_without_a_rule_ends_at_its_default():
     lines = key_table().splitlines()
     assert "  identity_trainable: bool, default False" in lines
+
+
+def test_a_cell_is_given_exactly_when_model_is_cell():
+    assert TrainConfig(model="cell", cell="mgu").cell == "mgu"
+    with pytest.raises(FormatError, match=r"^cell: model=cell trains the cell this setting names: give "
+                                          r"--set cell=NAME\|FILE$"):
+        TrainConfig(model="cell")
+    with pytest.raises(FormatError, match=r"^--set: cell: set for model gru; only model=cell trains a given cell "
+                                          r"\(drop it or use --model cell\)$"):
+        resolve_config(overrides={"model": "gru", "cell": "mgu"})
+
+
+def test_fixed_matrices_needs_model_cell():
+    assert TrainConfig(model="cell", cell="gru_torch", fixed_matrices=True).fixed_matrices is True
+    assert TrainConfig(model="cell", cell="gru_torch").fixed_matrices is False
+    with pytest.raises(FormatError, match=r"^--set: fixed_matrices: set for model gru; it fixes matrices of "
+                                          r"model=cell's cell \(drop it or use --model cell\)$"):
+        resolve_config(overrides={"model": "gru", "fixed_matrices": "true"})
+
+
+@pytest.mark.parametrize("task, keys", [("sst", {"seed"}), ("ptb", {"seed", "seq_len"}),
+                                        ("wiki", {"seed", "seq_len", "wiki_cleaning"}),
+                                        ("wiki5k", {"seed", "seq_len", "wiki_cleaning"}),
+                                        ("planted", {"seed", "seq_len", "teacher"})])
+def test_dataset_options_are_the_tasks_own(task, keys):
+    config = TrainConfig(task=task, data_seed=4, seq_len=7, wiki_cleaning="paper", planted_teacher="mut1")
+    every = {"seed": 4, "seq_len": 7, "wiki_cleaning": "paper", "teacher": "mut1"}
+    assert dataset_options(config) == {key: every[key] for key in keys}
+
+
+def test_rrnn_grus_structural_term_needs_the_flexible_placement():
+    with pytest.raises(FormatError, match=r"^structure_term: rrnn-gru's structural term needs placement=flexible$"):
+        TrainConfig(model="rrnn-gru", structure_term=True, placement="gates")
+    assert TrainConfig(model="rrnn-gru", structure_term=True).placement == "flexible"
+    assert TrainConfig(model="rrnn-gru", placement="gates").structure_term is False
+    assert TrainConfig(model="rrnn", structure_term=True, placement="gates").model == "rrnn"  # placement: rrnn-gru's
+
+
+@pytest.mark.parametrize("model, structure_term", [("gru", True), ("rrnn", False), ("rrnn-gru", False)])
+def test_structure_lr_needs_a_structural_term(model, structure_term):
+    with pytest.raises(FormatError, match=r"^structure_lr: 0.5 sets the structural logits' learning rate, which "
+                                          r"only rrnn and rrnn-gru with structure_term=true have$"):
+        TrainConfig(model=model, structure_term=structure_term, structure_lr=0.5)
+    assert TrainConfig(model=model, structure_term=structure_term).structure_lr == 1.0
+
+
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+def test_structure_lr_with_a_structural_term(model):
+    assert TrainConfig(model=model, structure_term=True, structure_lr=0.5).structure_lr == 0.5
+
+
+@pytest.mark.parametrize("model, cell", [("lstm", ""), ("cell", "mgu")])
+def test_a_warm_start_needs_a_model_that_takes_one(model, cell):
+    with pytest.raises(FormatError, match=rf"^warm_start: teacher: no warm start for {model} "
+                                          r"\(rrnn, rrnn-gru or gru\)$"):
+        TrainConfig(model=model, cell=cell, warm_start="teacher")
+
+
+def test_a_gru_warm_start_takes_the_teachers_weights_whatever_its_settings():
+    assert TrainConfig(model="gru", warm_start="teacher", n_tuples=1, n_iterations=8).warm_start == "teacher"
+
+
+@pytest.mark.parametrize("changes, needs", [
+    (dict(model="rrnn", n_iterations=8), "structure_term=True (has False), exclusion='slot' (has 'value'), "
+                                         "n_iterations=9 (has 8), n_tuples=4 (has 3)"),
+    (dict(model="rrnn", structure_term=True, exclusion="slot", n_tuples=2), "n_tuples=4 (has 2)"),
+    (dict(model="rrnn-gru", placement="gates"), "structure_term=True (has False), tree='gru_torch' (has 'gru'), "
+                                                "placement='flexible' (has 'gates'), n_tuples=4 (has 3)"),
+    (dict(model="rrnn-gru", structure_term=True, tree="gru_torch", n_tuples=1), "n_tuples=4 (has 1)"),
+])
+def test_a_warm_start_names_every_setting_it_needs(changes, needs):
+    with pytest.raises(FormatError, match=rf"^warm_start: teacher makes {changes['model']} compute torch.nn.GRU's "
+                                          rf"cell, which needs {re.escape(needs)}$"):
+        TrainConfig(warm_start="teacher", **changes)
+
+
+@pytest.mark.parametrize("model", ["rrnn", "rrnn-gru"])
+@pytest.mark.parametrize("n_tuples", [4, 5])
+def test_a_warm_start_takes_four_tuples_or_more(model, n_tuples):
+    recipe = {**RECIPES[model], "n_tuples": n_tuples}
+    assert TrainConfig(**recipe).warm_start == "teacher"
