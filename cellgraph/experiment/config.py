@@ -330,12 +330,10 @@ def _check_recipe(config: "TrainConfig") -> None:
     need = {"structure_term": (config.structure_term, True)}
     if config.model == "rrnn":
         need.update(exclusion=(config.exclusion, "slot"), n_iterations=(config.n_iterations, 9))
-        if config.n_tuples < 4:
-            need["n_tuples"] = (config.n_tuples, 4)
     else:
         need.update(tree=(config.tree, "gru_torch"), placement=(config.placement, "flexible"))
-        if config.n_tuples < 4:
-            need["n_tuples"] = (config.n_tuples, 4)
+    if config.n_tuples < 4:
+        need["n_tuples"] = (config.n_tuples, 4)
     wrong = [f"{key}={want!r} (has {have!r})" for key, (have, want) in need.items() if have != want]
     if wrong:
         raise FormatError("warm_start", f"teacher makes {config.model} compute torch.nn.GRU's cell, which "
