@@ -114,9 +114,9 @@ class Candidates:
         this iteration where there is one."""
         return self.scores if self.offset is None else self.scores + self.offset
 
-    def _block_of(self, c: Tensor, first: int = 0) -> Tensor:
-        starts = as_tensor_on(tuple(self.starts[first:]), torch.int64, c.device) - self.starts[first]
-        return torch.searchsorted(starts, c, right=True) - 1
+    def _block_of(self, c: Tensor) -> Tensor:
+        """``(K,)`` the block of each flat candidate ``c``."""
+        return torch.searchsorted(as_tensor_on(tuple(self.starts), torch.int64, c.device), c, right=True) - 1
 
     def exclude(self, mask: Tensor, first: int = 0) -> None:
         """Mark the candidates of ``mask (B, C')`` (from block ``first`` on) as excluded; with
@@ -165,7 +165,7 @@ class Candidates:
             out = out.index_put((sel,), vec)
         return out
 
-    def softmax_mix(self, tau: float | Tensor, detach_values: bool = False) -> Tensor:
+    def softmax_mix(self, tau: float | Tensor, detach_values: bool) -> Tensor:
         """``(B, p)`` the ``softmax(alpha / tau)``-weighted sum of the eligible candidates;
         ``tau`` a number or a ``(B,)`` per-sample temperature; ``detach_values``: the candidate
         vectors as constants (the straight-through estimator's relaxation of the choice).

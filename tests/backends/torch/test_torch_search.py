@@ -449,3 +449,32 @@ def test_straight_through_search_splits_the_gradient_between_the_hard_and_the_so
     for st_grad, cold_grad, hard_grad in zip(st[:3], cold[:3], hard[:3]):
         assert hard_grad.abs().sum() > 1e-3 and (st_grad - hard_grad).abs().sum() > 1e-3
         assert torch.allclose(cold_grad, hard_grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("weights", ["normal", "integer"])
+def test_the_read_free_gather_of_the_hard_node_gives_the_same_vectors_and_gradients(seed, weights):
+    """With gradients on, the hard node is gathered differentiably: one read tells which blocks
+    hold the choices, or, read-free (sync-free), every block gathers and each sample keeps its
+    own block's row. Both give the reference's vectors and the same gradients."""
+    space = _space(4)
+    params, alpha, leaf_values = _case(seed, 3, 5, 3, weights, "random")
+    results = []
+    for sync_free in (False, True):
+        L = torch.tensor(np.stack([t[0] for t in params]), requires_grad=True)
+        R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in (1, 2))
+        W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
+        try:
+            trace = search(prepare(space, L, R, b, W1, b1, w2, b2), torch.tensor(leaf_values), "hard",
+                           sync_free=sync_free)
+        except CellGraphError as err:
+            assert "no eligible candidate" in str(err)
+            return
+        grad, = torch.autograd.grad((trace.vectors[:, 3:] * torch.linspace(-1, 2, 3, dtype=torch.float64)).sum(), L)
+        results.append((trace.vectors.detach(), grad))
+    (v0, g0), (v1, g1) = results
+    assert torch.equal(v0, v1) and torch.allclose(g0, g1, rtol=1e-12, atol=1e-14)
+    for k in range(len(leaf_values)):
+        ref = np_search(space, params, dict(zip(space.leaves, leaf_values[k])), mlp_alpha(*alpha))
+        np.testing.assert_allclose(v1[k].numpy(), np.stack([ref.vectors[e] for e in (*space.leaves, *ref.chosen)]),
+                                   rtol=1e-12, atol=1e-10)
