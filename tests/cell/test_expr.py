@@ -132,3 +132,18 @@ def test_registry_refuses_a_taken_name_unless_replacing_and_scoped_undoes():
         assert registry.activation("twice_x") is again
     with pytest.raises(CellGraphError, match="unknown activation 'twice_x'"):
         registry.activation("twice_x")
+
+
+def test_substitute_replaces_a_node_for_every_reader_and_keeps_the_rest():
+    from cellgraph.cell.expr import substitute
+    r = Node("add", "sigmoid", 0, x, h)
+    n = Node("add", "tanh", 1, x, Node("mul", "identity", 3, r, h))
+    root = Node("mul", "identity", 3, n, r)
+    swapped = substitute(root, r, x)
+    assert swapped == Node("mul", "identity", 3, Node("add", "tanh", 1, x, Node("mul", "identity", 3, x, h)), x)
+    assert substitute(root, root, h) == h
+    assert substitute(root, Node("add", "tanh", 2, x, h), x) == root       # a node root does not hold
+    assert substitute(root, h, zero) == Node("mul", "identity", 3,
+                                             Node("add", "tanh", 1, x, Node("mul", "identity", 3,
+                                                                            Node("add", "sigmoid", 0, x, zero), zero)),
+                                             Node("add", "sigmoid", 0, x, zero))

@@ -108,3 +108,50 @@ def test_complexity_counts_nodes_and_the_matrices_that_multiply_something():
     assert complexity(Node("mul", "identity", IDENTITY, Node("add", "sigmoid", 1, x, h), h)) == 2 + 2
     assert complexity(small()) == 4 + 2 + 2                                 # two W nodes, two I nodes
     assert complexity(gru()) == 8 + 2 * sum(1 for n in gru().internal_nodes() if kind(n) == "W")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ops=()), "a cell space needs at least one op, activation and tuple kind"),
+    (dict(activations=()), "a cell space needs at least one op, activation and tuple kind"),
+    (dict(kinds=()), "a cell space needs at least one op, activation and tuple kind"),
+    (dict(kinds=("W", "X")), r"tuple kinds must be among \('W', 'I'\), got \('W', 'X'\)"),
+    (dict(min_nodes=0), r"node range 0\.\.15: need 1 <= min <= max"),
+    (dict(min_nodes=4, max_nodes=3), r"node range 4\.\.3: need 1 <= min <= max"),
+    (dict(leaves=(x, x, h)), "leaves must be distinct and include a data or prev leaf"),
+    (dict(leaves=(zero,)), "leaves must be distinct and include a data or prev leaf"),
+])
+def test_a_bad_space_is_refused_by_name(kwargs, message):
+    with pytest.raises(CellGraphError, match=f"^{message}"):
+        CellSpace(**kwargs)
+
+
+def test_a_space_of_one_size_is_allowed():
+    assert CellSpace(min_nodes=3, max_nodes=3).max_nodes == 3
+
+
+def test_to_cell_names_the_tuples_and_the_state():
+    cell, layout = to_cell(small(), state="s")
+    assert cell.states == ("s",)
+    assert [(t.name, t.L, t.R, t.b) for t in layout.tuples[:-1]] == [("t0", "L0", "R0", "b0"), ("t1", "L1", "R1", "b1")]
+    assert layout.tuples[-1].identity and to_cell(small())[0].states == ("h",)
+
+
+def test_from_cell_reads_one_state_and_without_a_layout_trains_every_tuple():
+    cell, layout = to_cell(small())
+    assert cell_hash(from_cell(cell.graphs[0], layout)) == cell_hash(small())
+    every = from_cell(cell, None)
+    assert all(kind(n) == "W" for n in every.internal_nodes())
+    assert [n.tuple for n in every.internal_nodes()] == list(range(1, len(every.internal_nodes()) + 1))
+    from cellgraph.targets import target
+    with pytest.raises(CellGraphError, match="^a candidate has one state; this cell has 2$"):
+        from_cell(target("lstm").cell, target("lstm").layout)
+
+
+@pytest.mark.parametrize("node, reason", [
+    (Node("mul", "tanh", 1, x, h), "op outside the space"),
+    (Node("add", "sigmoid", 1, x, h), "activation outside the space"),
+    (Node("add", "tanh", IDENTITY, x, h), "tuple kind outside the space"),
+])
+def test_validate_names_nodes_outside_the_space(node, reason):
+    space = CellSpace(ops=("add",), activations=("tanh",), kinds=("W",))
+    assert validate(node, space) == reason
