@@ -119,7 +119,7 @@ def test_complexity_counts_nodes_and_the_matrices_that_multiply_something():
     (dict(min_nodes=4, max_nodes=3), r"node range 4\.\.3: need 1 <= min <= max"),
     (dict(leaves=(x, x, h)), "leaves must be distinct and include a data or prev leaf"),
     (dict(leaves=(zero,)), "leaves must be distinct and include a data or prev leaf"),
-])
+], ids=["no-op", "no-activation", "no-kind", "unknown-kind", "min-0", "min-over-max", "repeated-leaf", "no-input"])
 def test_a_bad_space_is_refused_by_name(kwargs, message):
     with pytest.raises(CellGraphError, match=f"^{message}"):
         CellSpace(**kwargs)
@@ -151,7 +151,7 @@ def test_from_cell_reads_one_state_and_without_a_layout_trains_every_tuple():
     (Node("mul", "tanh", 1, x, h), "op outside the space"),
     (Node("add", "sigmoid", 1, x, h), "activation outside the space"),
     (Node("add", "tanh", IDENTITY, x, h), "tuple kind outside the space"),
-])
+], ids=["op", "activation", "kind"])
 def test_validate_names_nodes_outside_the_space(node, reason):
     space = CellSpace(ops=("add",), activations=("tanh",), kinds=("W",))
     assert validate(node, space) == reason
