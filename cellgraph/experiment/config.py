@@ -131,7 +131,7 @@ class TrainConfig:
                       "gru or lstm (baselines), cell (the fixed cell of the cell setting, trained from "
                       "scratch); cellgraph train needs it given", one_of(MODELS))
     cell: str = _key("", "model=cell: the cell trained from scratch: a target name (gru, mgu, mut1...), "
-                     "random:SEED[:LOW-HIGH] or minimal:SEED[:LOW-HIGH] (that planted teacher's cell) or a "
+                     "random:SEED[:LOW-HIGH] or minimal:SEED[:LOW-HIGH] (a planted teacher's cell) or a "
                      "cell JSON file (export, trees --save)")
     fixed_matrices: bool = _key(False, "model=cell: the matrices the cell's layout names I or 0 stay the identity "
                                 "or zero (cell=gru_torch is then torch.nn.GRU's cell) instead of training "
@@ -237,11 +237,9 @@ class TrainConfig:
     wiki_cleaning: str = _key("wikifil", "wiki, wiki5k: enwik8's cleaning: wikifil (wikifil.pl's rules, "
                               "the authors' text) or paper (the paper's sentence); a config.json "
                               "without the key reads as paper", one_of(tuple(WIKI_CLEANINGS)))
-    planted_teacher: str = _key("gru", "planted: the hidden cell that labels the data: a named cell (mgu, mut1-3: "
-                                "docs/paper-notes.md, Planted teachers) or a random cell drawn from SEED, "
-                                f"random:SEED ({RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes) or random:SEED:LOW-HIGH; "
-                                "minimal:SEED[:LOW-HIGH] the first such cell that is minimal and well conditioned "
-                                "(docs/discover.md)",
+    planted_teacher: str = _key("gru", "planted: the hidden cell: a named cell (mgu, mut1-3...), "
+                                f"random:SEED ({RANDOM_SIZES[0]}-{RANDOM_SIZES[1]} nodes), random:SEED:LOW-HIGH, "
+                                "or minimal:SEED[:LOW-HIGH], a random cell redrawn until minimal (docs/discover.md)",
                                 Rule(f"must be one of {', '.join(TEACHERS)}, minimal:SEED[:LOW-HIGH], random:SEED or "
                                      "random:SEED:LOW-HIGH "
                                      f"(integers, SEED >= 0, 1 <= LOW <= HIGH <= {MAX_RANDOM_NODES})", is_teacher_spec))
