@@ -480,12 +480,16 @@ def test_the_read_free_gather_of_the_hard_node_gives_the_same_vectors_and_gradie
                                    rtol=1e-12, atol=1e-10)
 
 
-def test_search_defaults_to_the_hard_search_at_temperature_one_and_casts_the_leaves():
-    space = _space(3)
-    params, alpha, leaf_values = _case(2, 3, 2, 3, "normal", "random")
+def _prepared(space: SearchSpace, seed: int = 2):
+    """The search's parameters of :func:`_case` (p = 3, two samples) and its leaf values."""
+    params, alpha, leaf_values = _case(seed, 3, 2, 3, "normal", "random")
     L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
     W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
-    prepared = prepare(space, L, R, b, W1, b1, w2, b2)
+    return prepare(space, L, R, b, W1, b1, w2, b2), leaf_values
+
+
+def test_search_defaults_to_the_hard_search_at_temperature_one_and_casts_the_leaves():
+    prepared, leaf_values = _prepared(_space(3))
     leaves = torch.tensor(leaf_values)
     assert torch.equal(search(prepared, leaves).vectors, search(prepared, leaves, "hard").vectors)
     assert torch.equal(search(prepared, leaves, "soft").vectors, search(prepared, leaves, "soft", 1.0).vectors)
@@ -495,13 +499,9 @@ def test_search_defaults_to_the_hard_search_at_temperature_one_and_casts_the_lea
 
 
 def test_search_names_a_wrong_number_of_leaves():
-    space = _space(2)
-    params, alpha, leaf_values = _case(2, 3, 2, 3, "normal", "random")
-    L, R, b = (torch.tensor(np.stack([t[i] for t in params])) for i in range(3))
-    W1, b1, w2, b2 = (torch.tensor(np.asarray(a, dtype=float)) for a in alpha)
-    prepared = prepare(space, L, R, b, W1, b1, w2, b2)
+    prepared, leaf_values = _prepared(_space(2))
     with pytest.raises(CellGraphError, match=r"^search: got 2 leaf vectors for the 3 leaves \['x', 'h', 'zero'\]$"):
         search(prepared, torch.tensor(leaf_values[:, :2]))
-    one = SearchSpace((0, 1, 2, 3), GRU_U, OPS, (x,), (), (), 1)
+    one, _ = _prepared(SearchSpace((0, 1, 2, 3), GRU_U, OPS, (x,), (), (), 1))
     with pytest.raises(CellGraphError, match=r"^search: Algorithm 2 needs at least two leaves, got 1$"):
-        search(prepare(one, L, R, b, W1, b1, w2, b2), torch.tensor(leaf_values[:, :1]))
+        search(one, torch.tensor(leaf_values[:, :1]))
