@@ -26,11 +26,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
+from cellgraph.backends.torch.runtime.device import resolve_device
 from cellgraph.benchmarks.cell_bench import large_cell
 from cellgraph.benchmarks.measure import machine
 from cellgraph.data.planted_values import load_planted_values
@@ -42,23 +43,44 @@ __all__ = ["fit_throughput", "search_throughput", "main"]
 HOUR = 3600.0
 
 
-def fit_throughput(settings: FitSettings, repeat: int = 2) -> dict[str, Any]:
-    """CPU seconds of one full-fidelity evaluation of each cell, restarts batched and one at a time."""
+def _seconds(run: Callable[[], object], device: torch.device) -> float:
+    """What ``run()`` costs: process CPU seconds on the CPU, wall seconds on a GPU (the device
+    synchronised before the clock is read on either side)."""
+    if device.type == "cpu":
+        start = time.process_time()
+        run()
+        return time.process_time() - start
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    run()
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def fit_throughput(settings: FitSettings, repeat: int = 2, device: str = "cpu",
+                   looped: bool = True) -> dict[str, Any]:
+    """Seconds of one full-fidelity evaluation of each cell (CPU seconds on the CPU, wall seconds
+    on a GPU), restarts batched and, with ``looped``, one at a time (None where not run)."""
+    where = torch.device(device)
     data = load_planted_values("mgu")
     cells = {"mgu": target("mgu"), "gru": target("gru"), "random 14-node": large_cell()}
     single = FitSettings(settings.epochs, 1, settings.lr, settings.batch_size, settings.clip)
     rows = {}
     for name, t in cells.items():
-        batched, looped = [], []
-        for _ in range(repeat):
-            batched.append(fit_cell(t.cell, t.layout, data, settings).seconds)
-            start = time.process_time()
+        def batched() -> None:
+            fit_cell(t.cell, t.layout, data, settings, device=where)
+
+        def one_at_a_time() -> None:
             for k in range(settings.restarts):
-                fit_cell(t.cell, t.layout, data, single, seed=k)
-            looped.append(time.process_time() - start)
-        rows[name] = {"batched_s": min(batched), "looped_s": min(looped),
-                      "batched_per_hour": HOUR / min(batched), "looped_per_hour": HOUR / min(looped)}
-    return {"settings": vars(settings), "data": data.info(), "cells": rows}
+                fit_cell(t.cell, t.layout, data, single, seed=k, device=where)
+
+        ways = (("batched", batched), ("looped", one_at_a_time))[:1 + looped]
+        row: dict[str, float | None] = {"looped_s": None, "looped_per_hour": None}
+        for way, run in ways:
+            best = min(_seconds(run, where) for _ in range(repeat))
+            row |= {f"{way}_s": best, f"{way}_per_hour": HOUR / best}
+        rows[name] = row
+    return {"settings": vars(settings), "device": str(where), "data": data.info(), "cells": rows}
 
 
 def _discover(run_dir: Path, budget: int, worker: int, extra: list[str]) -> subprocess.Popen:
@@ -95,13 +117,15 @@ def search_throughput(budget: int, extra: list[str]) -> dict[str, Any]:
 def _tables(result: dict[str, Any]) -> str:
     fit = result["fit"]
     s = fit["settings"]
+    device = fit.get("device", "cpu")
+    unit, hour = ("CPU s", "CPU-hour") if device == "cpu" else (f"wall s on {device}", "GPU-hour")
     lines = [f"(1) one full-fidelity evaluation ({fit['data']['n_train']} sequences x {fit['data']['seq_len']} steps, "
-             f"p={fit['data']['p']}, {s['epochs']} epochs, {s['restarts']} restarts; CPU s, best of the rounds)",
-             "| cell | restarts batched (s) | one at a time (s) | evaluations / CPU-hour, batched | one at a time |",
+             f"p={fit['data']['p']}, {s['epochs']} epochs, {s['restarts']} restarts; {unit}, best of the rounds)",
+             f"| cell | restarts batched (s) | one at a time (s) | evaluations / {hour}, batched | one at a time |",
              "|---|---|---|---|---|"]
     for name, row in fit["cells"].items():
-        lines.append(f"| {name} | {row['batched_s']:.2f} | {row['looped_s']:.2f} | {row['batched_per_hour']:.0f} "
-                     f"| {row['looped_per_hour']:.0f} |")
+        looped = (f"{row['looped_s']:.2f}", f"{row['looped_per_hour']:.0f}") if row["looped_s"] is not None else ("-", "-")
+        lines.append(f"| {name} | {row['batched_s']:.2f} | {looped[0]} | {row['batched_per_hour']:.0f} | {looped[1]} |")
     if "search" in result:
         search = result["search"]
         lines += ["", f"(2) cellgraph discover --strategy random, {search['budget_per_worker']} evaluations a worker "
@@ -121,10 +145,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=2, help="rounds of part 1 (the best counts)")
     p.add_argument("--budget", type=int, default=10, help="evaluations a worker in part 2 (0: skip part 2)")
     p.add_argument("--json", metavar="FILE", help="write the result here")
+    p.add_argument("--batched-only", action="store_true", help="part 1 without the restarts one at a time")
+    p.add_argument("--device", default="cpu", help="where part 1 trains (cpu, cuda, cuda:N; part 2 stays on the CPU)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     settings = FitSettings(epochs=a.epochs, restarts=a.restarts)
-    result: dict[str, Any] = {"machine": machine(), "fit": fit_throughput(settings, a.repeat)}
+    device = resolve_device(a.device)
+    result: dict[str, Any] = {"machine": machine(device), "fit": fit_throughput(settings, a.repeat, str(device),
+                                                                                  not a.batched_only)}
     if a.budget:
         result["search"] = search_throughput(a.budget, ["--epochs", str(a.epochs), "--restarts", str(a.restarts)])
     print(_tables(result))

@@ -13,6 +13,8 @@
 #             discovery recipe's recipe-rrnn-gru (Wiki-10k) and recipe-rrnn (Wiki-5k)
 #   torchrun  cellgraph train under torchrun, one process on the device (NCCL on a GPU)
 #   compile   bench's item 6 in torch.compile's mode reduce-overhead (CUDA graphs on a GPU), to OUT/compile.json
+#   discover  the cell search's evaluator (discover_bench's part 1) on DEVICE: evaluations per GPU-hour with
+#             the default 4 restarts in one batched program (OUT/discover.json) and with 32, batched only (OUT/discover-r32.json)
 # Each part's output goes to OUT/PART.log; OUT/summary.json gives each part's exit code and
 # seconds, and each epoch's time_s from its run's metrics.jsonl. The command fails if a part did.
 #
@@ -22,13 +24,14 @@
 # interpreter with torch and cellgraph; default python3), BUDGET (seconds for the whole check:
 # each part's limit is cut to what is left, and a part with nothing left is recorded as stopped,
 # so that the check ends on its own inside a machine's lease; default: none), and each
-# part's limit in seconds: LIMIT_TESTS (300), LIMIT_BENCH (540), LIMIT_TORCHRUN (120), LIMIT_COMPILE (300) and
+# part's limit in seconds: LIMIT_TESTS (300), LIMIT_BENCH (540), LIMIT_TORCHRUN (120), LIMIT_COMPILE (300),
+# LIMIT_DISCOVER (240) and
 # LIMIT_EPOCH (for both epochs; by default 60 s for RRNN-GRU and 120 s for RRNN, six and two
 # times their targets of 10 s and 60 s, start and validation included). An epoch stopped at its
-# limit is recorded as such (exit code 124): it missed its target.
+# limit is recorded as such (exit code 124): it missed its target. BENCH_ITEMS: bench's --items (default: all).
 set -uo pipefail
 
-ALL_PARTS="env tests bench epochs torchrun compile"
+ALL_PARTS="env tests bench epochs torchrun compile discover"
 if [ $# -lt 1 ]; then
     echo "usage: bash benchmarks/gpu_check.sh OUT [$ALL_PARTS]" >&2
     exit 2
@@ -125,6 +128,7 @@ $PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version_
     bench)
         flags=(--device "$DEVICE" --json "$OUT/bench.json")
         [ "$QUICK" = 1 ] && flags+=(--quick --threads 1)
+        [ -n "${BENCH_ITEMS:-}" ] && flags+=(--items "$BENCH_ITEMS")
         timed bench bench "${LIMIT_BENCH:-540}" "$PY" -m cellgraph bench "${flags[@]}"
         record bench bench "$LAST_RC" "$LAST_SECONDS" ;;
     epochs)
@@ -151,6 +155,16 @@ $PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version_
         [ "$QUICK" = 1 ] && flags+=(--quick)
         timed compile compile "${LIMIT_COMPILE:-300}" "$PY" -m cellgraph.benchmarks.compile_bench "${flags[@]}"
         record compile compile "$LAST_RC" "$LAST_SECONDS" ;;
+    discover)
+        sizes=(--epochs 20 --repeat 2)
+        [ "$QUICK" = 1 ] && sizes=(--epochs 1 --repeat 1)
+        for restarts in 4 32; do
+            name=discover extra=()
+            [ "$restarts" = 4 ] || { name=discover-r$restarts; extra=(--batched-only); }
+            timed discover "$name" "${LIMIT_DISCOVER:-240}" "$PY" -m cellgraph.benchmarks.discover_bench "${sizes[@]}" \
+                --restarts "$restarts" "${extra[@]}" --budget 0 --device "$DEVICE" --json "$OUT/$name.json"
+            record discover "$name" "$LAST_RC" "$LAST_SECONDS"
+        done ;;
     esac
 done
 

@@ -20,3 +20,13 @@ def test_tables_and_json(tmp_path, capsys):
     row = result["fit"]["cells"]["mgu"]
     assert row["batched_s"] > 0 and row["looped_per_hour"] == pytest.approx(3600 / row["looped_s"])
     assert result["search"]["runs"]["2 workers"]["evaluations"] == 2  # the two workers shared one budget of 2
+
+
+def test_batched_only_leaves_the_loop_out(tmp_path, capsys):
+    discover_bench.main(["--epochs", "1", "--restarts", "2", "--repeat", "1", "--budget", "0", "--batched-only",
+                         "--device", "cpu", "--json", str(tmp_path / "bench.json")])
+    assert "| gru |" in capsys.readouterr().out
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["fit"]["device"] == "cpu" and result["machine"]["device"] == "cpu" and "search" not in result
+    row = result["fit"]["cells"]["gru"]
+    assert row["batched_s"] > 0 and row["looped_s"] is None and row["looped_per_hour"] is None

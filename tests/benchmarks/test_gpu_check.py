@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.sh"
 
 def _check(out: Path | str, *parts: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), str(out), *parts], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env={**os.environ, "DEVICE": "cpu", "QUICK": "1", **env})
+                          cwd=cwd, env={**os.environ, "DEVICE": "cpu", "QUICK": "1", "PYTHON": sys.executable, **env})
 
 #: The epochs part's runs: the paper's presets, then the discovery recipe's.
 EPOCHS = ("paper-wiki10k-rrnn-gru", "paper-wiki5k-rrnn", "recipe-rrnn-gru", "recipe-rrnn")
@@ -42,6 +43,19 @@ def test_every_part_runs_and_is_recorded(tmp_path):
     assert json.loads((tmp_path / "bench.json").read_text())["machine"]["device"] == "cpu"
     assert " passed" in (tmp_path / "tests.log").read_text()
     assert "best epoch" in (tmp_path / "torchrun.log").read_text()
+
+
+def test_the_discover_part_measures_the_search_evaluator_with_4_and_32_restarts(tmp_path):
+    pytest.importorskip("optuna")
+    done = _check(tmp_path, "bench", "discover", BENCH_ITEMS="steps")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["name"] for s in summary] == ["bench", "discover", "discover-r32"]
+    four, many = (json.loads((tmp_path / f"{name}.json").read_text())["fit"] for name in ("discover", "discover-r32"))
+    assert (four["settings"]["restarts"], many["settings"]["restarts"]) == (4, 32)
+    assert four["cells"]["gru"]["looped_s"] > 0 and many["cells"]["gru"]["looped_s"] is None
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert "steps" in bench and "cells" not in bench  # BENCH_ITEMS reached the bench
 
 
 @pytest.mark.slow

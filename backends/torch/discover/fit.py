@@ -99,16 +99,19 @@ class Student(nn.Module):
 
 
 def fit_cell(cell: CellGraph | MultiCell, layout: Layout, data: PlantedValues, settings: FitSettings = FitSettings(),
-             seed: int = 0) -> FitResult:
+             seed: int = 0, device: str | torch.device = "cpu") -> FitResult:
     """Train ``settings.restarts`` students of ``cell`` from scratch on ``data``'s train split
-    (restart ``k`` initialised from seed ``(seed, k)``) and score each on the val and test splits."""
+    (restart ``k`` initialised from seed ``(seed, k)``, on the CPU whatever the ``device``, so a
+    fit starts from the same weights everywhere) and score each on the val and test splits;
+    the data and the training live on ``device``."""
     start = time.process_time()
-    split = {s: (torch.as_tensor(data.inputs[s], dtype=torch.float32).transpose(0, 1),
-                 torch.as_tensor(data.targets[s], dtype=torch.float32).transpose(0, 1)) for s in data.inputs}
+    split = {s: (torch.as_tensor(data.inputs[s], dtype=torch.float32, device=device).transpose(0, 1),
+                 torch.as_tensor(data.targets[s], dtype=torch.float32, device=device).transpose(0, 1))
+             for s in data.inputs}
     students = []
     for k in range(settings.restarts):
         torch.manual_seed(seed * 1_000_003 + k)
-        students.append(Student(cell, layout, data.p, data.n_out))
+        students.append(Student(cell, layout, data.p, data.n_out).to(device))
     params, buffers = stack_module_state(students)
     for value in params.values():  # torch.func computes the gradients: no graph is needed outside it
         value.requires_grad_(False)
@@ -135,7 +138,7 @@ def _train(params: dict[str, Tensor], buffers: dict[str, Tensor], step, x: Tenso
                                                    total_steps=settings.epochs * per_epoch)
     order = torch.Generator().manual_seed(seed)
     for _ in range(settings.epochs):
-        perm = torch.randperm(n, generator=order)
+        perm = torch.randperm(n, generator=order).to(x.device)
         for i in range(0, n, settings.batch_size):
             idx = perm[i:i + settings.batch_size]
             grads, _ = step(params, buffers, x[:, idx], y[:, idx])

@@ -574,3 +574,19 @@ def test_the_baselines_recurrent_layer_stays_float32_under_autocast(make):
     with autocast(torch.device("cpu"), "bf16"):
         cast = model(x)[0]
     assert cast.dtype == torch.float32 and torch.equal(plain, cast)
+
+
+@needs_cuda
+def test_a_cell_search_fit_on_cuda_matches_the_cpu():
+    """The discrete search's evaluator (restarts batched under vmap) trains on the GPU and
+    scores as the CPU does: same initial weights, same batches, float32 on both."""
+    from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
+    from cellgraph.data.planted_values import load_planted_values
+    from cellgraph.targets import target
+
+    data = load_planted_values("mgu", n_train=200, n_val=50, n_test=50)
+    mgu = target("mgu")
+    settings = FitSettings(epochs=2, restarts=3)
+    cpu = fit_cell(mgu.cell, mgu.layout, data, settings, device="cpu")
+    gpu = fit_cell(mgu.cell, mgu.layout, data, settings, device="cuda")
+    assert np.allclose(gpu.val, cpu.val, rtol=1e-2) and np.allclose(gpu.test, cpu.test, rtol=1e-2), (cpu, gpu)
