@@ -226,8 +226,8 @@ def matching(cands: Candidates, ref: Callable[[Tensor, Tensor], Tensor], refs: t
     out = torch.zeros_like(near)
     if known is not None:
         rows = torch.arange(near.shape[0], device=near.device)
-        near[rows, known, 0] = False
-        out[rows, known, 0] = True
+        near[rows, known, 0] = near.new_zeros(())  # values made on the device: a number would be copied
+        out[rows, known, 0] = out.new_ones(())    # there from the host, a synchronising copy
     b, c, m = near.nonzero(as_tuple=True)  # the one read of the check: how many pairs (often none)
     out[b, c, m] = (cands.looked_up(b, c, first) - ref(b, m)).abs().amax(-1) <= EXCLUSION_TOL
     return out
@@ -244,7 +244,7 @@ def _dense_matches(vectors: Tensor, ref: Callable[[Tensor, Tensor], Tensor], M: 
     refs = ref(*pairs).view(B, M, -1)
     out = torch.cdist(vectors, refs, p=float("inf")) <= EXCLUSION_TOL
     if known is not None:
-        out[rows, known, 0] = True
+        out[rows, known, 0] = out.new_ones(())  # made on the device, as in :func:`matching`
     return out
 
 

@@ -269,7 +269,7 @@ class RRNNGRUCell(TupleModule):
         p = self.hidden_size
         first, _, last = self.scoring
         return _GRUParams({"L": L.reshape(-1, p), "R": R.reshape(-1, p)}, b,
-                          (first.weight, first.bias, last.weight, last.bias), b.new_tensor(self.tau),
+                          (first.weight, first.bias, last.weight, last.bias), b.new_full((), self.tau),
                           self.structure_logits)
 
     def project(self, c: int, value: Tensor, params: _GRUParams) -> dict[str, Tensor]:

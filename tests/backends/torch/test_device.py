@@ -199,7 +199,7 @@ def test_a_training_step_makes_no_tensor_on_the_host(model):
 HOST_READS = {"__bool__", "__float__", "__int__", "__index__", "item", "tolist", "numpy", "cpu", "nonzero",
               "unique", "argwhere", "masked_select", "__array__"}
 #: ... and those that build a tensor from host data (a copy to the GPU, once placed there).
-FROM_HOST = {"tensor", "as_tensor", "from_numpy"}
+FROM_HOST = {"tensor", "as_tensor", "from_numpy", "new_tensor"}
 _OURS = tuple(str(Path(cellgraph.__file__).parents[1] / d) + os.sep for d in ("backends", "cellgraph"))
 _DISPATCH = (torch.overrides.__file__, __file__)
 
@@ -243,11 +243,20 @@ class HostTraffic(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if name in HOST_READS or name in FROM_HOST:
+        if name in HOST_READS or name in FROM_HOST or _scalar_put(name, args):
             where = _our_caller()
             if where is not None:
                 (self.reads if name in HOST_READS else self.made).append(f"{name} at {where}")
         return func(*args, **(kwargs or {}))
+
+
+def _scalar_put(name: str, args: tuple) -> bool:
+    """``t[index] = number`` with a tensor in ``index``: ``index_put_`` makes the number a host
+    tensor and copies it to ``t``'s device, a synchronising copy on a GPU (seen on an H200)."""
+    if name != "__setitem__" or not isinstance(args[2], (bool, int, float)):
+        return False
+    index = args[1] if isinstance(args[1], tuple) else (args[1],)
+    return any(isinstance(i, torch.Tensor) for i in index)
 
 
 def _per_step(model: str, device: str, count: Callable[[], Iterator[list[str]]], **settings
@@ -356,6 +365,7 @@ def test_a_sync_free_search_reads_once_at_its_end(mode, sync_free):
             model(x)
         if sync_free:
             assert len(traffic.reads) == steps, traffic.reads
+            assert traffic.made == [], traffic.made  # a copy to a GPU would synchronise too
         else:
             assert len(traffic.reads) >= steps * 2 * n_iterations, traffic.reads  # 2 N - 1 tests, 1 check
 
