@@ -32,8 +32,8 @@ per teacher: the structures it evaluated, the teacher's objective, the best othe
 change) and that one's objective, the GRU's objective (``-`` when the teacher is the GRU), the
 gap ``(best other - teacher) / |teacher|`` and the verdict at the margin the check recorded;
 ``--rescore PENALTY LAMBDA`` recomputes every row's objective from its recorded ``val_mse`` and
-``complexity`` under another penalty (nothing retrains), which is how docs/discover.md compares
-penalties on the same checks.
+``complexity`` under another penalty (nothing retrains; ``--rescore-floor FLOOR`` also another
+error floor), which is how docs/discover.md compares penalties on the same checks.
 
     python -m cellgraph.benchmarks.recovery --identify-table --records results/recovery
     python -m cellgraph.benchmarks.recovery --identify-table --records results/recovery --rescore absolute 1e-3
@@ -248,13 +248,14 @@ def table(folder: Path) -> str:
     return "\n".join(lines)
 
 
-def identifications(folder: Path, penalty: tuple[str, float] | None = None) -> list[dict[str, Any]]:
+def identifications(folder: Path, penalty: tuple[str, float, float | None] | None = None) -> list[dict[str, Any]]:
     """The finished identifiability checks under ``folder`` (``identify-*/identify.json`` with a
     verdict), the :data:`TARGETS` first in their order: each its ``verdict`` (as
     :meth:`~cellgraph.discover.identify.Identification.to_dict` wrote it) with ``target`` and
-    ``checked`` (the structures evaluated) added. ``penalty`` ``(name, weight)``: every row
+    ``checked`` (the structures evaluated) added. ``penalty`` ``(name, weight, floor)``: every row
     rescored from its ``val_mse`` and ``complexity`` with
-    :func:`~cellgraph.discover.evaluator.penalised`, and the verdict recomputed at the file's margin."""
+    :func:`~cellgraph.discover.evaluator.penalised` (``floor`` None: the error floor the check ran
+    with, 0 where it recorded none), and the verdict recomputed at the file's margin."""
     found = []
     for path in sorted(folder.glob("identify-*/identify.json")):
         stored = json.loads(path.read_text())
@@ -265,19 +266,21 @@ def identifications(folder: Path, penalty: tuple[str, float] | None = None) -> l
     return sorted(found, key=lambda row: (order.get(row["target"], len(order)), row["target"]))
 
 
-def _rescored(stored: dict[str, Any], penalty: str, weight: float) -> dict[str, Any]:
-    """``stored``'s verdict with every row's objective recomputed under ``penalty`` and ``weight``."""
+def _rescored(stored: dict[str, Any], penalty: str, weight: float, floor: float | None = None) -> dict[str, Any]:
+    """``stored``'s verdict with every row's objective recomputed under ``penalty``, ``weight``
+    and ``floor`` (None: the check's own)."""
     from cellgraph.discover.evaluator import penalised
     from cellgraph.discover.identify import Identification, Row
 
+    floor = stored["spec"].get("floor", 0.0) if floor is None else floor
     rows = [Row(**{**row, "objective": None if row["objective"] is None else
-                   penalised(row["details"]["val_mse"], row["details"]["complexity"], weight, penalty)})
+                   penalised(row["details"]["val_mse"], row["details"]["complexity"], weight, penalty, floor)})
             for row in stored["rows"]]
     teacher = next(r for r in rows if r.name == "teacher")
     return Identification((teacher, *(r for r in rows if r is not teacher)), stored["verdict"]["margin"]).to_dict()
 
 
-def identify_table(folder: Path, penalty: tuple[str, float] | None = None) -> str:
+def identify_table(folder: Path, penalty: tuple[str, float, float | None] | None = None) -> str:
     """The table of :func:`identifications`, one line per teacher."""
     lines = [f"{'teacher':<10} {'checked':>7} {'teacher obj':>11} {'best other':<32} {'its obj':>9} "
              f"{'GRU obj':>9} {'gap':>8} verdict"]
@@ -312,12 +315,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rescore", nargs=2, metavar=("PENALTY", "LAMBDA"), default=None,
                    help="with --identify-table: rescore every row under this penalty (relative or absolute) "
                         "and weight instead of the one the checks ran with")
+    p.add_argument("--rescore-floor", type=float, default=None, metavar="FLOOR",
+                   help="with --rescore: this error floor (default: the one each check ran with)")
     a = p.parse_args(own)
     if a.jobs < 1 or a.seeds < 1 or not a.budget > 0:
         p.error("--jobs and --seeds must be >= 1 and --budget > 0")
     root, records = Path(a.root), a.records and Path(a.records)
     if a.identify_table:
-        print(identify_table(records or root, a.rescore and (a.rescore[0], float(a.rescore[1]))))
+        print(identify_table(records or root, a.rescore and (a.rescore[0], float(a.rescore[1]), a.rescore_floor)))
         return
     if not a.table:
         root.mkdir(parents=True, exist_ok=True)

@@ -105,12 +105,13 @@ class DiscoverBackend(Backend, Protocol):
     """A backend that trains the candidates of the discrete cell search (docs/discover.md)."""
 
     def planted_evaluator(self, data: Any, parsimony: float | None = None, num_threads: int | None = None,
-                          penalty: str = "relative", **fit: Any) -> Any:
+                          penalty: str = "relative", *, floor: float, **fit: Any) -> Any:
         """An evaluator (:class:`cellgraph.discover.evaluator.Evaluator`) of candidates on the
         planted regression data ``data`` (:class:`~cellgraph.data.planted_values.PlantedValues`):
         validation error penalised by the candidate's complexity
         (:func:`cellgraph.discover.evaluator.penalised`: ``penalty`` and its weight ``parsimony``,
-        None for the penalty's default); ``fit`` the
+        None for the penalty's default; errors below ``floor`` count as equal, the planted task's
+        default :data:`cellgraph.discover.evaluator.ERROR_FLOOR`); ``fit`` the
         training settings (``restarts``, ``lr``, ``batch_size``, ``clip``)."""
         ...
 

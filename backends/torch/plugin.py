@@ -24,6 +24,7 @@ from cellgraph.backends.torch.models.rrnn import RRNN, RRNNCell, structure
 from cellgraph.backends.torch.models.rrnn_gru import RRNNGRU, RRNNGRUCell
 from cellgraph.cell.expr import Expr, Leaf
 from cellgraph.cell.graph import CellGraph, MultiCell
+from cellgraph.discover.evaluator import ERROR_FLOOR
 
 __all__ = ["TorchBackend", "backend"]
 
@@ -84,14 +85,14 @@ class TorchBackend:
         return load_run(path, checkpoint, device)
 
     def planted_evaluator(self, data, parsimony: float | None = None, num_threads: int | None = None,
-                          penalty: str = "relative", **fit: Any):
+                          penalty: str = "relative", *, floor: float = ERROR_FLOOR, **fit: Any):
         """The cell search's evaluator on planted regression data
         (:class:`~cellgraph.backends.torch.discover.evaluator.PlantedEvaluator`); ``fit``: the
         fields of :class:`~cellgraph.backends.torch.discover.fit.FitSettings` but ``epochs``."""
         from cellgraph.backends.torch.discover.evaluator import PlantedEvaluator
         from cellgraph.backends.torch.discover.fit import FitSettings
 
-        return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads, penalty)
+        return PlantedEvaluator(data, FitSettings(**fit), parsimony, num_threads, penalty, floor)
 
     def task_evaluator(self, task: str, settings: Mapping[str, Any], folder, parsimony: float | None = None,
                        penalty: str = "relative"):

@@ -28,8 +28,8 @@ from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Evaluator", "Outcome", "PENALTIES", "TASK_PENALTIES", "parsimony_weight", "penalised", "resumes",
-           "details", "measure"]
+__all__ = ["Evaluator", "Outcome", "PENALTIES", "TASK_PENALTIES", "ERROR_FLOOR", "parsimony_weight", "penalised",
+           "resumes", "details", "measure"]
 
 #: How a parsimony weight ``lambda`` charges complexity, and each penalty's default weight on
 #: the planted task (docs/discover.md, *Identifiability*).
@@ -38,6 +38,13 @@ PENALTIES: dict[str, float] = {"relative": 0.1, "absolute": 1e-3}
 #: cell lowers the validation bpc or perplexity by percents, not by the planted task's factors,
 #: so relatively each unit of complexity must buy 1%, not 10%.
 TASK_PENALTIES: dict[str, float] = {"relative": 0.01, "absolute": 1e-3}
+
+
+#: The planted task's default error floor (docs/discover.md, *The error floor*): validation
+#: errors below it count as equal. The targets have unit variance, so it is ``1 - R^2 = 1e-5``;
+#: below it two structures' fits differ by the optimiser (the GRU teacher's structure and a
+#: one-node-larger twin fitted 9.5e-7 and 4.1e-7), not by what they can compute.
+ERROR_FLOOR = 1e-5
 
 
 def parsimony_weight(penalty: str, parsimony: float | None = None,
@@ -52,8 +59,10 @@ def parsimony_weight(penalty: str, parsimony: float | None = None,
     return weight
 
 
-def penalised(error: float, complexity: int, parsimony: float, penalty: str = "relative") -> float:
-    """A candidate's objective from its validation ``error`` and ``complexity``:
+def penalised(error: float, complexity: int, parsimony: float, penalty: str = "relative", floor: float = 0.0
+              ) -> float:
+    """A candidate's objective from its validation ``error``, raised to ``floor`` when below
+    it (errors under the floor count as equal: :data:`ERROR_FLOOR`), and its ``complexity``:
 
     * ``relative``: ``error * exp(lambda * complexity)``, so each unit of complexity must lower
       the error by the factor ``exp(-lambda)`` (``log`` of it is ``log(error) + lambda * complexity``,
@@ -61,6 +70,7 @@ def penalised(error: float, complexity: int, parsimony: float, penalty: str = "r
     * ``absolute``: ``error + lambda * complexity``, which weighs a unit of complexity the same
       whatever the error's scale.
     """
+    error = max(error, floor)
     if penalty == "relative":
         return error * math.exp(parsimony * complexity)
     if penalty == "absolute":

@@ -36,7 +36,7 @@ from cellgraph.progress import progress
 __all__ = ["Row", "Identification", "OBJECTIVE", "contenders", "identify"]
 
 #: The settings that change how a row's details are scored, not the details themselves.
-OBJECTIVE = frozenset({"parsimony", "penalty"})
+OBJECTIVE = frozenset({"parsimony", "penalty", "floor"})
 
 
 @dataclass(frozen=True)

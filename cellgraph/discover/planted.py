@@ -10,7 +10,7 @@ from typing import Any
 from cellgraph.backend import discover_backend
 from cellgraph.cell.expr import Expr
 from cellgraph.data.planted_values import PlantedValues, load_planted_values
-from cellgraph.discover.evaluator import Evaluator, parsimony_weight
+from cellgraph.discover.evaluator import ERROR_FLOOR, Evaluator, parsimony_weight
 from cellgraph.discover.space import CellSpace, from_cell, validate
 from cellgraph.errors import CellGraphError
 
@@ -24,12 +24,12 @@ FIT = {"restarts": (int, 4), "lr": (float, 3e-2), "batch_size": (int, 50), "clip
 
 def planted_search(teacher: str, data_seed: int, sizes: dict[str, int] | None = None,
                    fit: dict[str, Any] | None = None, *, backend: str = "torch", num_threads: int = 1,
-                   penalty: str = "relative", parsimony: float | None = None, weight_scale: float = 2.0
-                   ) -> tuple[PlantedValues, Expr, Evaluator, dict[str, Any]]:
+                   penalty: str = "relative", parsimony: float | None = None, weight_scale: float = 2.0,
+                   floor: float = ERROR_FLOOR) -> tuple[PlantedValues, Expr, Evaluator, dict[str, Any]]:
     """What a search for planted ``teacher`` needs, as ``cellgraph discover --teacher`` makes
     it: the planted data (``sizes``: :data:`SIZES`' keys, default theirs), the teacher's
     candidate, the evaluator of the ``backend`` plugin (``fit``: :data:`FIT`'s keys, default
-    theirs; ``parsimony`` None: the ``penalty``'s default weight) and the settings the losses
+    theirs; ``parsimony`` None: the ``penalty``'s default weight; ``floor``: the error floor) and the settings the losses
     depend on (``discover(settings=)``)."""
     parsimony = parsimony_weight(penalty, parsimony)
     sizes = {**SIZES, **(sizes or {})}
@@ -42,6 +42,8 @@ def planted_search(teacher: str, data_seed: int, sizes: dict[str, int] | None = 
     reason = validate(root, CellSpace())
     if reason:
         raise CellGraphError(f"teacher {teacher} is not a candidate of the search's space: {reason}")
-    evaluator = discover_backend(backend).planted_evaluator(data, parsimony, num_threads, penalty, **fit)
+    evaluator = discover_backend(backend).planted_evaluator(data, parsimony, num_threads, penalty, floor=floor, **fit)
     settings = {"data": data.info(), "fit": fit, "parsimony": parsimony, "penalty": penalty, "backend": backend}
+    if floor:  # a search without one keeps the settings it always had, so its study resumes
+        settings["floor"] = floor
     return data, root, evaluator, settings

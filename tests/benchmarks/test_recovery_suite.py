@@ -129,6 +129,12 @@ def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, ca
     assert row[2] == f"{0.010 * math.exp(1.0):.4g}" and row[-3] == "FAIL"
     recovery.main([*args, "--rescore", "absolute", "0.0"])
     assert capsys.readouterr().out.splitlines()[1].split()[-3] == "PASS"
+    recovery.main([*args, "--rescore", "relative", "0.001"])
+    assert capsys.readouterr().out.splitlines()[1].split()[-3] == "PASS"
+    # both under a floor of 0.02: equal errors, so the rival's one unit of complexity less wins
+    recovery.main([*args, "--rescore", "relative", "0.001", "--rescore-floor", "0.02"])
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[2] == f"{0.02 * math.exp(0.01):.4g}" and row[-3] == "FAIL"
 
 
 def test_the_rrnn_seeded_arm_seeds_local_search_from_the_small_paper_rrnn_of_its_target_and_seed(tmp_path):

@@ -50,6 +50,9 @@ def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resum
     assert json.loads((run / "discovery.json").read_text())["result"]["evaluations"] == 5
     assert main([*args, "--parsimony", "0.5"]) == 2
     assert "other settings (evaluator" in capsys.readouterr().err
+    assert record["evaluator"]["floor"] == 1e-5  # the default floor is one of the study's settings:
+    assert main([*args, "--error-floor", "0"]) == 2  # a search without it (as before it) is another study
+    assert "other settings (evaluator" in capsys.readouterr().err
 
 
 def test_a_tpe_search_runs_from_the_command_line_and_records_its_strategy(tmp_path, capsys, monkeypatch):

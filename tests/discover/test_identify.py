@@ -117,3 +117,23 @@ def test_the_penalties_charge_complexity_relatively_or_absolutely():
     assert penalised(0.02, 10, 1e-3, "absolute") == pytest.approx(0.03)
     with pytest.raises(CellGraphError, match="unknown penalty 'bic'"):
         penalised(0.02, 10, 0.1, "bic")
+
+
+def test_errors_below_the_floor_count_as_equal_so_complexity_decides():
+    import math
+
+    from cellgraph.discover.evaluator import penalised
+
+    assert penalised(0.02, 10, 0.1, floor=1e-5) == penalised(0.02, 10, 0.1)  # above it: the error itself
+    assert penalised(4e-7, 11, 0.1, floor=1e-5) == pytest.approx(1e-5 * math.exp(1.1))
+    assert penalised(9e-7, 10, 0.1, floor=1e-5) < penalised(4e-7, 11, 0.1, floor=1e-5)  # the simpler twin wins
+    assert penalised(9e-7, 10, 0.1) > penalised(4e-7, 11, 0.1)  # without the floor, the optimiser's noise does
+    assert penalised(4e-7, 10, 1e-3, "absolute", floor=1e-5) == pytest.approx(1e-5 + 1e-2)
+
+
+def test_a_rerun_that_only_adds_an_error_floor_rescores_the_rows_without_training(tmp_path):
+    path = tmp_path / "identify.json"
+    identify(mgu(), gru(), SPACE, Rescoring(mgu(), noise=0.0), 1, 0, path, SETTINGS, limit=4, show_progress=False)
+    again = Rescoring(mgu(), noise=0.0)
+    identify(mgu(), gru(), SPACE, again, 1, 0, path, {**SETTINGS, "floor": 1e-5}, limit=4, show_progress=False)
+    assert sum(again.calls.values()) == 0

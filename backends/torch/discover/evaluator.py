@@ -28,7 +28,7 @@ from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
 from cellgraph.cell.graph import MultiCell
 from cellgraph.cell.layout import Layout
 from cellgraph.data.planted_values import PlantedValues
-from cellgraph.discover.evaluator import parsimony_weight, penalised
+from cellgraph.discover.evaluator import ERROR_FLOOR, parsimony_weight, penalised
 from cellgraph.discover.space import complexity, from_cell
 from cellgraph.errors import CellGraphError
 
@@ -40,18 +40,21 @@ class PlantedEvaluator:
     with ``settings`` (its ``epochs`` replaced by the search's rung) and returns the objective
     of the module docstring; ``last_details`` holds ``val_mse``, ``test_mse``, ``complexity``
     and ``seconds`` (CPU) of the last call; :meth:`objective` rescores such details.
-    ``num_threads``: torch's intra-op threads (None: torch's default)."""
+    ``num_threads``: torch's intra-op threads (None: torch's default); ``floor``: the error
+    floor of :func:`~cellgraph.discover.evaluator.penalised`."""
 
     resumes = False
 
     def __init__(self, data: PlantedValues, settings: FitSettings = FitSettings(), parsimony: float | None = None,
-                 num_threads: int | None = None, penalty: str = "relative") -> None:
+                 num_threads: int | None = None, penalty: str = "relative", floor: float = ERROR_FLOOR) -> None:
         parsimony = parsimony_weight(penalty, parsimony)
+        if not floor >= 0:
+            raise CellGraphError(f"the error floor must be >= 0, got {floor}")
         if num_threads is not None:
             if num_threads < 1:
                 raise CellGraphError(f"num_threads must be >= 1, got {num_threads}")
             torch.set_num_threads(num_threads)
-        self.data, self.settings, self.parsimony, self.penalty = data, settings, parsimony, penalty
+        self.data, self.settings, self.parsimony, self.penalty, self.floor = data, settings, parsimony, penalty, floor
         self.last_details: dict[str, Any] = {}
 
     def evaluate(self, cell: MultiCell, layout: Layout, epochs: int, seed: int) -> float:
@@ -63,4 +66,4 @@ class PlantedEvaluator:
 
     def objective(self, details: dict[str, Any]) -> float:
         """The objective of an evaluation's ``details`` (its ``val_mse`` and ``complexity``)."""
-        return penalised(details["val_mse"], details["complexity"], self.parsimony, self.penalty)
+        return penalised(details["val_mse"], details["complexity"], self.parsimony, self.penalty, self.floor)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.cli.commands import add_backend_flag
+from cellgraph.discover.evaluator import ERROR_FLOOR
 from cellgraph.discover.planted import FIT, SIZES
 
 _DESCRIPTION = (
@@ -111,6 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--parsimony", type=float, default=None, metavar="LAMBDA",
                        help="weight of the complexity in the objective (default 0.1 relative, 1e-3 absolute; "
                             "with --task 0.01 relative, 1e-3 absolute)")
+    train.add_argument("--error-floor", type=float, default=ERROR_FLOOR, metavar="FLOOR",
+                       help=f"validation errors below FLOOR count as equal, so the simpler cell wins (default "
+                            f"{ERROR_FLOOR:g}; 0: off, as searches before it; planted data only)")
     train.add_argument("--seed", type=int, default=0, help="training and proposal seed (default 0)")
     train.add_argument("--num-threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
     add_backend_flag(train, "torch", "the backend plugin that trains the candidates (default torch)")
@@ -185,7 +189,8 @@ def _check_task(args: argparse.Namespace) -> None:
     if args.identify:
         raise CellGraphError(f"--identify checks a planted teacher's structure; --task {args.task} has no teacher "
                              "(search it with --budget, or give --teacher)")
-    planted = {"data_seed": 0, "weight_scale": 2.0, **SIZES, **{k: d for k, (_, d) in FIT.items()}}
+    planted = {"data_seed": 0, "weight_scale": 2.0, "error_floor": ERROR_FLOOR, **SIZES,
+               **{k: d for k, (_, d) in FIT.items()}}
     given = [f"--{k.replace('_', '-')}" for k, default in planted.items() if getattr(args, k) != default]
     if given:
         raise CellGraphError(f"{', '.join(given)}: planted-task flags; with --task give training settings as "
@@ -237,7 +242,7 @@ def _setup(args: argparse.Namespace):
     data, root, evaluator, settings = planted_search(
         args.teacher, args.data_seed, {k: getattr(args, k) for k in SIZES}, {k: getattr(args, k) for k in FIT},
         backend=args.backend, num_threads=args.num_threads, penalty=args.penalty, parsimony=args.parsimony,
-        weight_scale=args.weight_scale)
+        weight_scale=args.weight_scale, floor=args.error_floor)
     return data.info(), root, evaluator, settings
 
 

@@ -13,6 +13,7 @@ from cellgraph.backends.torch.discover.evaluator import PlantedEvaluator
 from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
 from cellgraph.cli.commands import discover as command
 from cellgraph.data.planted_values import load_planted_values
+from cellgraph.discover.evaluator import ERROR_FLOOR
 from cellgraph.discover.space import complexity, from_cell, to_cell
 from cellgraph.errors import CellGraphError
 from cellgraph.targets import target
@@ -36,6 +37,17 @@ def test_the_objective_is_the_validation_error_penalised_by_complexity(data):
     absolute = PlantedEvaluator(data, settings, parsimony=0.01, num_threads=1, penalty="absolute")
     assert math.isclose(absolute.evaluate(cell, layout, 2, 3), fit.loss + 0.01 * 11)
     assert PlantedEvaluator(data, settings).parsimony == 0.1 and absolute.objective(details) == fit.loss + 0.01 * 11
+
+
+def test_the_error_floor_raises_a_fit_below_it_and_is_on_by_default(data):
+    details = {"val_mse": 4e-7, "complexity": 11}
+    assert PlantedEvaluator(data).floor == ERROR_FLOOR == 1e-5
+    assert PlantedEvaluator(data).objective(details) == pytest.approx(1e-5 * math.exp(0.1 * 11))
+    assert PlantedEvaluator(data, floor=0.0).objective(details) == pytest.approx(4e-7 * math.exp(0.1 * 11))
+    assert PlantedEvaluator(data).objective({"val_mse": 0.5, "complexity": 1}) == pytest.approx(0.5 * math.exp(0.1))
+    assert cellgraph.backend("torch").planted_evaluator(data, floor=3e-6).floor == 3e-6
+    with pytest.raises(CellGraphError, match="the error floor must be >= 0, got -1"):
+        PlantedEvaluator(data, floor=-1.0)
 
 
 def test_the_torch_plugin_makes_the_evaluator_by_name(data):
