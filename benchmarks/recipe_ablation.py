@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from cellgraph.algorithms.shape import shape_form
-from cellgraph.experiment.config import PRESETS, paper_settings
+from cellgraph.experiment.config import paper_settings
+from cellgraph.experiment.presets import PRESETS
 from cellgraph.experiment.runlog import with_reads
 from cellgraph.experiment.runs import STOPPED, TEACHER, copy_record, eval_name
 from cellgraph.export.jsonio import load_document

@@ -80,7 +80,7 @@ def models(p: int = 100, n_iterations: int = 9, scoring_hidden: int = 256, n_tup
 
 
 def recipe_search(constant_alpha: bool, **rrnn: Any) -> RRNN:
-    """The discovery recipe's search (:data:`cellgraph.experiment.config.RECIPES`) with
+    """The discovery recipe's search (:data:`cellgraph.experiment.presets.RECIPES`) with
     ``alpha``'s output layer zero, as its warm start leaves it; ``constant_alpha``: skipped."""
     model = RRNN(mode="straight-through", structure_term=True, exclusion="slot", constant_alpha=constant_alpha,
                  **rrnn)

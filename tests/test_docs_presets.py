@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cellgraph.experiment.config import PRESETS, RECIPES, TrainConfig, resolve_config
+from cellgraph.experiment.config import TrainConfig, resolve_config
+from cellgraph.experiment.presets import PRESETS, RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "RESULTS.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]

@@ -44,7 +44,8 @@ from cellgraph.cli.main import build_parser, main
 from cellgraph.data.glove import load_glove
 from cellgraph.data.text import load_lm, load_sst, parse_sst_tree
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.experiment.config import PRESETS, parse_set, resolve_config
+from cellgraph.experiment.config import parse_set, resolve_config
+from cellgraph.experiment.presets import PRESETS
 from cellgraph.experiment.runlog import RunLog
 from cellgraph.export import jsonio
 from cellgraph.files import read_json

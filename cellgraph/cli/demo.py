@@ -28,7 +28,8 @@ from typing import Any, Callable, Sequence
 from cellgraph.backend import training_backend
 from cellgraph.cli.demo_discovery import run_discovery
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import RECIPES, resolve_config
+from cellgraph.experiment.config import resolve_config
+from cellgraph.experiment.presets import RECIPES
 from cellgraph.experiment.reproduce import PLANTED, PLANTED_MODELS
 from cellgraph.experiment.runlog import reads_summary
 

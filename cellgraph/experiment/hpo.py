@@ -2,7 +2,7 @@ r"""The paper's random hyper-parameter search, run with Optuna by any number of 
 
 The paper tunes its GRU and RRNN-GRU models by "a random search on hyperparameters"
 (Sec. 5), keeping the configuration with the best validation metric, over the ranges of
-its Appendix tables (:data:`cellgraph.experiment.config.SEARCH_RANGES`): integers uniformly, rates,
+its Appendix tables (:data:`cellgraph.experiment.presets.SEARCH_RANGES`): integers uniformly, rates,
 loss weights, margins and clipping log-uniformly. One trial = one training run; its value
 is the run's final validation metric (bpc and perplexity minimised, accuracy maximised:
 :data:`cellgraph.experiment.runlog.METRICS`).
@@ -76,7 +76,8 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from cellgraph.errors import CellGraphError
-from cellgraph.experiment.config import MACHINE_KEYS, SEARCH_RANGES, TrainConfig, load_run_config
+from cellgraph.experiment.config import MACHINE_KEYS, TrainConfig, load_run_config
+from cellgraph.experiment.presets import SEARCH_RANGES
 from cellgraph.experiment.runlog import METRICS
 
 __all__ = [

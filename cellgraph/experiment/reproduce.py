@@ -4,7 +4,7 @@ The protocol (docs/reproduce.md) gives every experiment of the paper's Table 1 (
 same treatment for the RRNN model and the GRU beside it:
 
 1. **Tuning with equal budgets**: a random search (``cellgraph tune``) of the same number of
-   trials over each model's ranges (Appendix tables; :data:`~cellgraph.experiment.config.SEARCH_RANGES`),
+   trials over each model's ranges (Appendix tables; :data:`~cellgraph.experiment.presets.SEARCH_RANGES`),
    every trial trained on the experiment's *proxy* (fewer epochs and a share of the training
    set, the same for both models).
 2. **Best configuration**: the best trial's settings trained on the full data, one run per seed,

@@ -32,7 +32,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from cellgraph.experiment.config import SEARCH_RANGES, load_run_config
+from cellgraph.experiment.config import load_run_config
+from cellgraph.experiment.presets import SEARCH_RANGES
 from cellgraph.experiment.reproduce import PROTOCOL, SEEDS, Arm, Experiment
 from cellgraph.experiment.runlog import METRICS
 from cellgraph.experiment.summary import format_value, summarize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cellgraph.benchmarks.recipe_ablation import ARMS, main, runs, summarize
-from cellgraph.experiment.config import PRESETS
+from cellgraph.experiment.presets import PRESETS
 
 
 def _sets(args: list[str]) -> dict[str, str]:

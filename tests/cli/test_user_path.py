@@ -16,7 +16,8 @@ import pytest
 import cellgraph
 from cellgraph.backends.torch.training.checkpoint import load_checkpoint
 from cellgraph.cli import main
-from cellgraph.experiment.config import PRESETS, TrainConfig
+from cellgraph.experiment.config import TrainConfig
+from cellgraph.experiment.presets import PRESETS
 from cellgraph.experiment.runs import RunDir
 
 TINY = {"hidden_size": 8, "n_iterations": 3, "scoring_hidden": 8, "max_train": 32, "max_eval": 16,

@@ -12,9 +12,10 @@ import pytest
 
 from cellgraph.errors import FormatError
 from cellgraph.experiment.config import (
-    RECIPES, TrainConfig, dataset_options, key_table, load_run_config, load_toml, paper_settings, parse_set,
+    TrainConfig, dataset_options, key_table, load_run_config, load_toml, paper_settings, parse_set,
     preset_conflicts, resolve_config, resolved_td_match,
 )
+from cellgraph.experiment.presets import RECIPES
 
 
 @pytest.mark.parametrize("text, value", [("true", True), ("YES", True), ("1", True),

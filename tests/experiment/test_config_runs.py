@@ -9,7 +9,8 @@ from dataclasses import fields
 import pytest
 
 from cellgraph.errors import CellGraphError, FormatError
-from cellgraph.experiment.config import PRESETS, TrainConfig, compact, parse_set, preset_conflicts, resolve_config
+from cellgraph.experiment.config import TrainConfig, compact, parse_set, preset_conflicts, resolve_config
+from cellgraph.experiment.presets import PRESETS
 from cellgraph.experiment.runs import TEACHER, RunDir, copy_record
 from cellgraph.files import atomic_write, read_json
 
@@ -119,7 +120,7 @@ def test_presets_put_the_appendix_lambdas_in_the_authors_slots():
     ptb = resolve_config("paper-ptb-rrnn-gru")  # Appendix: 1, 4.16e-3, 1.22e-13, 1.36e-3
     assert (ptb.lambda_margin, ptb.lambda_l2, ptb.lambda_td) == (4.16e-3, 1.22e-13, 1.36e-3)
     assert resolve_config("paper-wiki10k-gru").lambda_l2 == 1.2124e-11
-    from cellgraph.experiment.config import PRESETS, SEARCH_RANGES
+    from cellgraph.experiment.presets import PRESETS, SEARCH_RANGES
 
     # The Wiki-10k preset's weights lie inside the paper's Wiki search ranges read by the same
     # slots (the SST line is inconsistent under either reading; the PTB values fit the authors'

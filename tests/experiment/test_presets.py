@@ -1,5 +1,5 @@
 """Every ``paper-*`` preset against the paper's Appendix ("Hyperparameters"), transcribed here
-independently of :data:`cellgraph.experiment.config.PRESETS`: a slip in any preset's value, or
+independently of :data:`cellgraph.experiment.presets.PRESETS`: a slip in any preset's value, or
 a loss weight put in the wrong slot, fails here. Presets are module-level data, which
 mutation testing (docs/mutation.md) does not mutate, so this table is their guard."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cellgraph.experiment.config import PRESETS, RECIPES, resolve_config
+from cellgraph.experiment.config import resolve_config
+from cellgraph.experiment.presets import PRESETS, RECIPES
 
 #: The Appendix's lambda_2, lambda_3, lambda_4 are its authors' code's slots: margin, L2, TD
 #: (docs/paper-notes.md, *Loss weights*); lambda_1 weighs the task loss.

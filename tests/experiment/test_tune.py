@@ -20,7 +20,8 @@ from optuna.trial import TrialState  # noqa: E402
 from cellgraph.cli import main  # noqa: E402
 from cellgraph.errors import CellGraphError  # noqa: E402
 from cellgraph.experiment import hpo  # noqa: E402
-from cellgraph.experiment.config import SEARCH_RANGES, TrainConfig, resolve_config  # noqa: E402
+from cellgraph.experiment.config import TrainConfig, resolve_config  # noqa: E402
+from cellgraph.experiment.presets import SEARCH_RANGES  # noqa: E402
 from cellgraph.files import write_json  # noqa: E402
 
 TINY = ["epochs=1", "max_train=32", "max_eval=16", "hidden_size=8", "num_threads=1", "lr=0.01"]

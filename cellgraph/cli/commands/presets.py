@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cellgraph.experiment.config import PRESETS
+    from cellgraph.experiment.presets import PRESETS
 
     for name, settings in PRESETS.items():
         print(name)

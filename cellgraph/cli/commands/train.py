@@ -131,7 +131,8 @@ def _new_config(args: argparse.Namespace) -> TrainConfig:
     """The settings of a new run: defaults <- preset <- file <- flags <- ``--set``; the task
     and the model must be given. A preset made for another task or model is warned about."""
     from cellgraph.errors import CellGraphError
-    from cellgraph.experiment.config import RECIPES, parse_set, preset_conflicts, resolve_config
+    from cellgraph.experiment.config import parse_set, preset_conflicts, resolve_config
+    from cellgraph.experiment.presets import RECIPES
 
     if not args.out:
         raise CellGraphError("--out RUN_DIR is required (or --resume RUN_DIR)")

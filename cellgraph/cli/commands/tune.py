@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace, hpo) -> int:
     from cellgraph.errors import CellGraphError
-    from cellgraph.experiment.config import SEARCH_RANGES, parse_set, resolve_config
+    from cellgraph.experiment.config import parse_set, resolve_config
+    from cellgraph.experiment.presets import SEARCH_RANGES
 
     if not (args.task and args.model):
         raise CellGraphError("--task and --model are required (or --best / --list to report a search)")

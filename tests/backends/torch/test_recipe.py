@@ -251,7 +251,7 @@ def test_a_constant_alpha_is_not_run_and_the_model_is_the_same(model, mode):
 
 def test_only_the_recipe_settings_make_alpha_constant():
     from cellgraph.backends.torch.training.task import constant_alpha
-    from cellgraph.experiment.config import RECIPES, resolve_config
+    from cellgraph.experiment.config import resolve_config
 
     assert constant_alpha(resolve_config("recipe-rrnn", None, {}))
     assert not constant_alpha(resolve_config("recipe-rrnn", None, {"score_lr": 0.5}))
