@@ -11,9 +11,16 @@ load of the machine falls on all alike (the best round of each counts):
   target's space (x, h, the zero constant; its 3 trainable tuples and the identity), drawn
   from seed :data:`LARGE_SEED` (:func:`large_cell`).
 
+With ``compiled`` two more run beside them, ``frozen_gru_compiled`` and
+``frozen_large_compiled``: the same cells with ``compile=true``
+(:class:`~cellgraph.backends.torch.models.freeze.FrozenRNN` compiles its training pass over the
+sequence), compiled by their first step, which is not timed (``first_step_s`` records it,
+compilation included; shorter when inductor's on-disk cache holds the kernels).
+
 The ratios: each step to ``torch_gru``'s, and the large cell's time per generated node to the
-frozen GRU's; with each step's compute operations (:func:`~cellgraph.benchmarks.measure.dispatched_ops`,
-Adam's included), which at these sizes say where the time goes.
+frozen GRU's (eager, and compiled to compiled); with each eager step's compute operations
+(:func:`~cellgraph.benchmarks.measure.dispatched_ops`, Adam's included), which at these sizes say
+where the time goes. A compiled step's are not counted: under the counting mode it runs eagerly.
 """
 
 from __future__ import annotations
@@ -65,22 +72,27 @@ def _step(model: nn.Module, input: torch.Tensor) -> Callable[[], None]:
 
 
 def compare_cells(p: int = 100, batch: int = 16, steps: int = 20, repeat: int = 5, seed: int = 0,
-                  device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+                  device: torch.device = torch.device("cpu"), compiled: bool = True) -> dict[str, Any]:
     """Best-of-``repeat`` time of one training step (module docstring) of each module, the
-    rounds interleaved; ratios to ``torch_gru`` and per generated node."""
+    rounds interleaved; ratios to ``torch_gru`` and per generated node. ``compiled``: with
+    the compiled rows (each compiles for a minute or two on a CPU)."""
     large = large_cell()
-    cells = {"torch_gru": (None, 0), "frozen_gru": (target("gru"), len(target("gru").cell.output.internal_nodes())),
-             "frozen_large": (large, len(large.cell.output.internal_nodes()))}
+    cells = {"torch_gru": (None, False), "frozen_gru": (target("gru"), False), "frozen_large": (large, False)}
+    if compiled:
+        cells |= {"frozen_gru_compiled": (target("gru"), True), "frozen_large_compiled": (large, True)}
     torch.manual_seed(seed)
     input = torch.randn(steps, batch, p, device=device)
-    fns = {}
-    for name, (cell, _) in cells.items():
+    fns, models, first = {}, {}, {}
+    for name, (cell, compile) in cells.items():
         torch.manual_seed(seed)
-        model = GRUBaseline(p) if cell is None else FrozenRNN(freeze(cell, hidden_size=p))
-        fns[name] = _step(model.to(device), input)
-        fns[name]()  # warm-up
+        models[name] = (GRUBaseline(p) if cell is None else
+                        FrozenRNN(freeze(cell, hidden_size=p), compile=compile)).to(device)
+        fns[name] = _step(models[name], input)
+        start = time.perf_counter()
+        fns[name]()  # warm-up; a compiled module compiles here
+        synchronize(device)
+        first[name] = time.perf_counter() - start
     best = dict.fromkeys(fns, float("inf"))
-    synchronize(device)
     gc.collect()
     gc.disable()
     try:
@@ -93,12 +105,20 @@ def compare_cells(p: int = 100, batch: int = 16, steps: int = 20, repeat: int = 
     finally:
         gc.enable()
     rows: dict[str, dict[str, Any]] = {}
-    for name, (cell, nodes) in cells.items():
+    for name, (cell, compile) in cells.items():
+        nodes = 0 if cell is None else len(cell.cell.output.internal_nodes())
         rows[name] = {"time_s": best[name], "time_vs_torch_gru": best[name] / best["torch_gru"], "nodes": nodes,
-                      "compute_ops": dispatched_ops(fns[name], device)["compute"]}
+                      "compute_ops": None if compile else dispatched_ops(fns[name], device)["compute"]}
         if nodes:
             rows[name]["time_per_node_s"] = best[name] / nodes
-    per_node = rows["frozen_large"]["time_per_node_s"] / rows["frozen_gru"]["time_per_node_s"]
+        if compile:
+            eager = name.removesuffix("_compiled")
+            rows[name] |= {"first_step_s": first[name], "speedup_over_eager": best[eager] / best[name],
+                           "fell_back": models[name].compiled.fell_back}
+    per_node = lambda suffix: (rows[f"frozen_large{suffix}"]["time_per_node_s"]  # noqa: E731
+                               / rows[f"frozen_gru{suffix}"]["time_per_node_s"])
     return {"config": {"p": p, "batch": batch, "steps": steps, "repeat": repeat, "dtype": "float32",
-                       "step": "forward + backward + Adam", "large_cell": str(large.cell.output.root)},
-            "models": rows, "large_per_node_vs_frozen_gru": per_node}
+                       "step": "forward + backward + Adam", "large_cell": str(large.cell.output.root),
+                       "compiled": compiled},
+            "models": rows, "large_per_node_vs_frozen_gru": per_node(""),
+            **({"compiled_large_per_node_vs_compiled_frozen_gru": per_node("_compiled")} if compiled else {})}

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cellgraph.backends.torch.runtime import ops as torch_ops
+from cellgraph.backends.torch.runtime.compiled import Compiled
 from cellgraph.backends.torch.models.plan import group_nodes
 from cellgraph.cell.expr import Expr, Leaf, Node, Role
 from cellgraph.cell.graph import CellGraph, MultiCell
@@ -483,16 +484,31 @@ class FrozenRNN(nn.Module):
     The weights are gathered once per sequence, and the projections of ``x`` for all ``T``
     steps are one matmul ``(T B, p) x (p, k p)`` made before the step loop.
 
+    ``compile``: with gradients on (training), the whole sequence, forward and backward, runs
+    through ``torch.compile`` (:class:`~cellgraph.backends.torch.runtime.compiled.Compiled`, in
+    ``torch.compile``'s mode ``compile_mode``): the step loop unrolled into one graph, its
+    elementwise operations fused, one graph per input shape (the first call of each shape
+    compiles, a minute or two on a CPU; eager where compilation fails). Without gradients
+    (evaluation) it runs eagerly, which compiles nothing for the evaluation's shapes.
+
     Shape:
         - input: ``(T, B, p)`` (``(B, T, p)`` with ``batch_first``); state as the cell's.
         - output: ``(T, B, p)`` (``(B, T, p)``).
     """
 
-    def __init__(self, cell: FrozenCell, batch_first: bool = False) -> None:
+    def __init__(self, cell: FrozenCell, batch_first: bool = False, compile: bool = False,
+                 compile_mode: str = "default") -> None:
         super().__init__()
         self.cell, self.batch_first = cell, batch_first
+        self.compiled = (Compiled(self._run, "the frozen cell over a sequence", dynamic=False,
+                                  duration="a minute or two per input shape", mode=compile_mode)
+                         if compile else None)
 
     def forward(self, input: Tensor, state: Tensor | tuple[Tensor, ...] | None = None):
+        run = self.compiled if self.compiled is not None and torch.is_grad_enabled() else self._run
+        return run(input, state)
+
+    def _run(self, input: Tensor, state: Tensor | tuple[Tensor, ...] | None):
         params = self.cell.prepare()
         data, made = self.cell.project_static(params, input.transpose(0, 1) if self.batch_first else input)
 

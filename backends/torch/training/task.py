@@ -65,7 +65,8 @@ def _core(config: TrainConfig, states: tuple[str, ...], fixed: FixedCell | None 
     p = config.hidden_size
     if fixed is not None:
         return FrozenRNN(freeze(fixed.cell, layout=fixed.layout, hidden_size=p,
-                                fixed_matrices=config.fixed_matrices))
+                                fixed_matrices=config.fixed_matrices),
+                         compile=config.compile, compile_mode=config.compile_mode)
     if config.model == "rrnn":
         return RRNN(p, n_tuples=config.n_tuples, n_iterations=config.n_iterations,
                     scoring_hidden=config.scoring_hidden, mode=config.mode, tau=config.tau,

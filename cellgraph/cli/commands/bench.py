@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "GFLOP/s against torch.matmul, (4) scaling in n_iterations, hidden size, batch and scoring width, (5) one "
         "Wiki-5k epoch, (6) the RRNN step with torch.compile vs eager (not with --quick), (7) the RRNN step "
         "data-parallel over --threads one-thread processes against one process (CPU, --threads >= 2), (8) the "
-        "training step with Adam of model=cell's frozen cells (the gru target, a 14-node cell) against "
-        "torch.nn.GRU. --items runs some of them. "
+        "training step with Adam of model=cell's frozen cells (the gru target, a 14-node cell), eager and "
+        "compiled (the compiled not with --quick), against torch.nn.GRU. --items runs some of them. "
         "Prints a table "
         "with the performance targets and the machine's description; on a GPU (--device cuda) also the "
         "GPU and its float32 matmul GFLOP/s.",

@@ -10,6 +10,7 @@ import torch
 
 from cellgraph.backends.torch.models.freeze import FrozenRNN, freeze
 from cellgraph.backends.torch.runs.train import CELL_FILE, train
+from cellgraph.benchmarks import cell_bench, suite
 from cellgraph.cli import main
 from cellgraph.errors import CellGraphError, FormatError
 from cellgraph.experiment.cellspec import resolve_cell
@@ -199,12 +200,14 @@ def test_summarize_scores_accuracy_recovery_against_the_teacher_structure_run(tm
     assert main(["summarize", "--recoveries", *(str(tmp_path / n) for n in runs)]) == 0
 
 
-def test_bench_item_8_quick(tmp_path):
+def test_bench_item_8_quick(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["bench", "--quick", "--threads", "1", "--items", "cells", "--json", str(out)]) == 0
+    assert "compiled rows (frozen_gru_compiled, frozen_large_compiled): not run with --quick" in capsys.readouterr().out
     result = json.loads(out.read_text())
     cells = result["cells"]
     assert set(cells["models"]) == {"torch_gru", "frozen_gru", "frozen_large"}
+    assert cells["config"]["compiled"] is False and "compiled_large_per_node_vs_compiled_frozen_gru" not in cells
     assert 12 <= cells["models"]["frozen_large"]["nodes"] <= 15 and cells["models"]["frozen_gru"]["nodes"] == 8
     large, gru = cells["models"]["frozen_large"], cells["models"]["frozen_gru"]
     assert cells["large_per_node_vs_frozen_gru"] == pytest.approx(
@@ -212,3 +215,33 @@ def test_bench_item_8_quick(tmp_path):
     assert [t["target"].split()[0] for t in result["targets"]] == ["frozen", "14-node"]
     assert "search" not in result
     assert main(["bench", "--quick", "--items", "nope"]) != 0
+
+
+def test_bench_item_8_compiled_rows(monkeypatch):
+    """The compiled rows beside the eager ones: compiled by the untimed first step (here by a
+    compiler that returns the function), their per-node ratio and speed-up to the eager rows."""
+    compiled = []
+
+    def compile(fn, **kwargs):
+        compiled.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile)
+    cells = cell_bench.compare_cells(p=4, batch=2, steps=2, repeat=1)
+    models = cells["models"]
+    assert list(models) == ["torch_gru", "frozen_gru", "frozen_large", "frozen_gru_compiled", "frozen_large_compiled"]
+    assert len(compiled) == 2  # once each, at the warm-up
+    for name in ("frozen_gru", "frozen_large"):
+        row, eager = models[f"{name}_compiled"], models[name]
+        assert row["nodes"] == eager["nodes"] and row["compute_ops"] is None and eager["compute_ops"] > 0
+        assert row["fell_back"] is False and row["first_step_s"] > 0
+        assert row["speedup_over_eager"] == pytest.approx(eager["time_s"] / row["time_s"])
+    large, gru = models["frozen_large_compiled"], models["frozen_gru_compiled"]
+    assert cells["compiled_large_per_node_vs_compiled_frozen_gru"] == pytest.approx(
+        (large["time_s"] / large["nodes"]) / (gru["time_s"] / gru["nodes"]))
+    printed = suite.table({"command": "cellgraph bench", "date": "today", "quick": False,
+                           "machine": {k: "?" for k in ("cpu", "cores", "torch", "torch_threads", "python",
+                                                        "platform", "load_average")},
+                           "load_average_after": [], "cells": cells, "targets": []})
+    assert "| frozen_large_compiled | 14 |" in printed and "frozen_gru_compiled: " in printed
+    assert "compiled large cell per node / compiled frozen gru per node: " in printed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -12,11 +14,14 @@ from torch.overrides import TorchFunctionMode
 import cellgraph
 from cellgraph.backends.torch.runtime import ops as torch_ops
 from cellgraph.backends.torch.models.freeze import FrozenCell, FrozenRNN, freeze
+from cellgraph.backends.torch.training.task import _core
 from cellgraph.cell.expr import Leaf, Node, h, x, zero
 from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import Layout, SearchSpace, TupleSpec
 from cellgraph.cell.registry import Activation, register_activation
 from cellgraph.errors import CellGraphError
+from cellgraph.experiment.cellspec import resolve_cell
+from cellgraph.experiment.config import resolve_config
 from cellgraph.targets import target, torch_tuples
 from strategies import DETERMINISTIC, exprs
 
@@ -266,3 +271,78 @@ def test_gradcheck_of_the_frozen_sequence_module():
     args = [_rand(3, 2, 3, seed=9), _rand(2, 3, seed=10), _rand(2, 3, seed=11)]
     args += [t.detach().clone() for t in cell.parameters()]
     assert torch.autograd.gradcheck(run, [a.requires_grad_() for a in args])
+
+
+def _train_pass(rnn: FrozenRNN, inputs: torch.Tensor, state=None) -> list[torch.Tensor | None]:
+    """Output, final state(s) and the gradients of inputs, initial state(s) and parameters of
+    one pass with gradients on (the loss: the outputs and final states weighted at random)."""
+    rnn.zero_grad(set_to_none=True)
+    inputs = inputs.detach().requires_grad_()
+    leaves = () if state is None else tuple(s.detach().requires_grad_() for s in
+                                            (state if isinstance(state, tuple) else (state,)))
+    output, final, _ = rnn(inputs, leaves if len(leaves) > 1 else leaves[0] if leaves else None)
+    finals = final if isinstance(final, tuple) else (final,)
+    loss = sum((t * _rand(*t.shape, seed=k)).sum() for k, t in enumerate((output, *finals)))
+    loss.backward()
+    return [output.detach(), *(t.detach() for t in finals), inputs.grad,
+            *(s.grad for s in leaves), *(p.grad for p in rnn.parameters())]
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_compiled_frozen_rnn_compiles_its_training_passes_only(monkeypatch, mode):
+    """``compile``: the sequence with gradients on goes through ``torch.compile`` (in its
+    mode), once per call; without gradients the module runs eagerly."""
+    calls = []
+
+    def compile(fn, **kwargs):
+        assert kwargs["mode"] == mode and kwargs["dynamic"] is False
+
+        def traced(*args):
+            calls.append(torch.is_grad_enabled())
+            return fn(*args)
+        return traced
+
+    monkeypatch.setattr(torch, "compile", compile)
+    rnn = FrozenRNN(freeze(target("gru"), hidden_size=P, dtype=torch.float64), compile=True, compile_mode=mode)
+    eager = FrozenRNN(rnn.cell)
+    inputs = _rand(3, 2, P, seed=3)
+    with torch.no_grad():
+        rnn(inputs)
+    assert calls == []
+    for a, b in zip(_train_pass(rnn, inputs), _train_pass(eager, inputs)):
+        assert torch.equal(a, b)
+    assert calls == [True]
+
+
+def test_the_config_key_reaches_the_frozen_cell():
+    for compile in (False, True):
+        config = resolve_config(overrides={"model": "cell", "cell": "gru", "compile": str(compile).lower(),
+                                           "compile_mode": "reduce-overhead"})
+        core = _core(config, ("h",), resolve_cell(config.cell))
+        assert isinstance(core, FrozenRNN) and (core.compiled is not None) is compile
+        if compile:
+            assert core.compiled.mode == "reduce-overhead" and core.compiled.fn == core._run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell, state", [
+    ("grouped", None),  # every compiled form: groups, unfused and right-fused biases, identity nodes, c + 0
+    ("lstm_torch", (_rand(2, P, seed=6), _rand(2, P, seed=7))),  # two states, given
+])
+def test_compiled_and_eager_frozen_rnns_agree(cell, state):
+    """Real compilation (tens of seconds on a 2-core machine): the same outputs, final states
+    and gradients as the eager module, in float64 (to its rounding)."""
+    frozen = (freeze(CellGraph(_GROUPED, "h"), _params(0), _LAYOUT, dtype=torch.float64) if cell == "grouped"
+              else freeze(target(cell), hidden_size=P, dtype=torch.float64))
+    inputs = _rand(4, 2, P, seed=5)
+    eager = _train_pass(FrozenRNN(frozen), inputs, state)
+    compiled_rnn = FrozenRNN(frozen, compile=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback would make this test vacuous
+        compiled = _train_pass(compiled_rnn, inputs, state)
+    assert not compiled_rnn.compiled.fell_back
+    assert len(compiled) == len(eager)
+    for a, b in zip(eager, compiled):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
