@@ -176,10 +176,8 @@ class TrainConfig:
                           "an ablation)", one_of(PLACEMENTS))
     identity_trainable: bool = _key(False, "rrnn-gru flexible: the identity tuple trains (starting "
                                     "from I, I, 0) instead of staying fixed")
-    compile: bool = _key(False, "rrnn: torch.compile each training step's search as one graph (minutes "
-                         "to compile; evaluation stays eager); rrnn-gru: the cell's step; cell: the frozen "
-                         "cell's training pass over each sequence, one graph per input shape (eager "
-                         "where compilation fails)")
+    compile: bool = _key(False, "torch.compile in training (minutes; evaluation stays eager): rrnn each "
+                         "step's search, rrnn-gru the cell's step, cell the pass over a sequence")
     compile_mode: str = _key("default", "with compile: torch.compile's mode; reduce-overhead also records "
                              "CUDA graphs on a GPU (where the full RRNN's compiled search has fixed "
                              "shapes and no host sync), the same as default on the CPU",
