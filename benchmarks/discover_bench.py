@@ -33,7 +33,7 @@ import torch
 from cellgraph.backends.torch.discover.fit import FitSettings, fit_cell
 from cellgraph.backends.torch.runtime.device import resolve_device
 from cellgraph.benchmarks.cell_bench import large_cell
-from cellgraph.benchmarks.measure import machine
+from cellgraph.benchmarks.measure import best_time, machine
 from cellgraph.data.planted_values import load_planted_values
 from cellgraph.files import write_json
 from cellgraph.targets import target
@@ -43,18 +43,17 @@ __all__ = ["fit_throughput", "search_throughput", "main"]
 HOUR = 3600.0
 
 
-def _seconds(run: Callable[[], object], device: torch.device) -> float:
-    """What ``run()`` costs: process CPU seconds on the CPU, wall seconds on a GPU (the device
-    synchronised before the clock is read on either side)."""
-    if device.type == "cpu":
+def _best_seconds(run: Callable[[], object], repeat: int, device: torch.device) -> float:
+    """The best of ``repeat`` calls of ``run()``: process CPU seconds on the CPU, wall seconds on a
+    GPU (:func:`~cellgraph.benchmarks.measure.best_time`, the device synchronised)."""
+    if device.type != "cpu":
+        return best_time(run, repeat, warmup=0, device=device)
+    times = []
+    for _ in range(repeat):
         start = time.process_time()
         run()
-        return time.process_time() - start
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    run()
-    torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+        times.append(time.process_time() - start)
+    return min(times)
 
 
 def fit_throughput(settings: FitSettings, repeat: int = 2, device: str = "cpu",
@@ -77,7 +76,7 @@ def fit_throughput(settings: FitSettings, repeat: int = 2, device: str = "cpu",
         ways = (("batched", batched), ("looped", one_at_a_time))[:1 + looped]
         row: dict[str, float | None] = {"looped_s": None, "looped_per_hour": None}
         for way, run in ways:
-            best = min(_seconds(run, where) for _ in range(repeat))
+            best = _best_seconds(run, repeat, where)
             row |= {f"{way}_s": best, f"{way}_per_hour": HOUR / best}
         rows[name] = row
     return {"settings": vars(settings), "device": str(where), "data": data.info(), "cells": rows}
