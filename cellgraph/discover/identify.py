@@ -33,7 +33,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import read_json, write_json
 from cellgraph.progress import progress
 
-__all__ = ["Row", "Identification", "OBJECTIVE", "contenders", "identify"]
+__all__ = ["Row", "Identification", "OBJECTIVE", "contenders", "evaluate", "identify"]
 
 #: The settings that change how a row's details are scored, not the details themselves.
 OBJECTIVE = frozenset({"parsimony", "penalty", "floor"})
@@ -126,22 +126,17 @@ def _load(path: Path, spec: dict[str, Any], evaluator: Evaluator) -> dict[str, d
     return rows
 
 
-def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, epochs: int, seed: int,
-             path: str | Path, spec: dict[str, Any], *, limit: int | None = None, margin: float = 0.1,
-             show_progress: bool = True) -> Identification:
-    """Evaluate :func:`contenders` with ``evaluator`` for ``epochs`` epochs and training seed
-    ``seed`` (``seed`` also draws the sample), writing ``path`` after each; ``spec``: the
-    settings the results depend on (data, evaluator, epochs, seed), recorded and compared on a
-    rerun. Returns the rows in :func:`contenders`' order."""
-    if limit is not None and limit < 0:
-        raise CellGraphError(f"the neighbour limit must be >= 0, got {limit}")
-    if not margin >= 0:
-        raise CellGraphError(f"the margin must be >= 0, got {margin}")
+def evaluate(chosen: list[tuple[str, Expr]], evaluator: Evaluator, epochs: int, seed: int, path: str | Path,
+             spec: dict[str, Any], *, label: str = "identify", show_progress: bool = True) -> list[Row]:
+    """Evaluate each named structure of ``chosen`` once with ``evaluator`` for ``epochs`` epochs
+    and training seed ``seed``, writing ``path`` after each; ``spec``: the settings the results
+    depend on, recorded and compared on a rerun, which skips the structures already there (a
+    rerun that only changes :data:`OBJECTIVE` rescores them). Returns the rows in ``chosen``'s
+    order; ``label`` names the progress bar."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = _load(path, spec, evaluator)
-    chosen = contenders(teacher, gru, space, limit, seed)
-    bar = progress(len(chosen), "identify", show_progress, unit="cells",
+    bar = progress(len(chosen), label, show_progress, unit="cells",
                    initial=sum(1 for _, root in chosen if cell_hash(root) in done))
     rows: list[Row] = []
     try:
@@ -155,6 +150,24 @@ def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, e
             rows.append(Row(**{**done[key], "name": name}))
     finally:
         bar.close()
+    write_json(path, {"spec": spec, "rows": list(done.values())})
+    return rows
+
+
+def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, epochs: int, seed: int,
+             path: str | Path, spec: dict[str, Any], *, limit: int | None = None, margin: float = 0.1,
+             show_progress: bool = True) -> Identification:
+    """Evaluate :func:`contenders` with ``evaluator`` for ``epochs`` epochs and training seed
+    ``seed`` (``seed`` also draws the sample), writing ``path`` after each (:func:`evaluate`);
+    ``spec``: the settings the results depend on (data, evaluator, epochs, seed), recorded and
+    compared on a rerun. Returns the rows in :func:`contenders`' order."""
+    if limit is not None and limit < 0:
+        raise CellGraphError(f"the neighbour limit must be >= 0, got {limit}")
+    if not margin >= 0:
+        raise CellGraphError(f"the margin must be >= 0, got {margin}")
+    rows = evaluate(contenders(teacher, gru, space, limit, seed), evaluator, epochs, seed, path, spec,
+                    show_progress=show_progress)
     result = Identification(tuple(rows), margin)
-    write_json(path, {"spec": spec, "rows": list(done.values()), "verdict": result.to_dict()})
+    stored = read_json(path)
+    write_json(path, {**stored, "verdict": result.to_dict()})
     return result
