@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash, cell_json
@@ -127,12 +127,14 @@ def _load(path: Path, spec: dict[str, Any], evaluator: Evaluator) -> dict[str, d
 
 
 def evaluate(chosen: list[tuple[str, Expr]], evaluator: Evaluator, epochs: int, seed: int, path: str | Path,
-             spec: dict[str, Any], *, label: str = "identify", show_progress: bool = True) -> list[Row]:
+             spec: dict[str, Any], *, label: str = "identify", show_progress: bool = True,
+             summary: Callable[[list[Row]], dict[str, Any]] | None = None) -> list[Row]:
     """Evaluate each named structure of ``chosen`` once with ``evaluator`` for ``epochs`` epochs
     and training seed ``seed``, writing ``path`` after each; ``spec``: the settings the results
     depend on, recorded and compared on a rerun, which skips the structures already there (a
     rerun that only changes :data:`OBJECTIVE` rescores them). Returns the rows in ``chosen``'s
-    order; ``label`` names the progress bar."""
+    order; ``label`` names the progress bar; ``summary(rows)``, when given, adds its keys to the
+    file's last write."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = _load(path, spec, evaluator)
@@ -150,7 +152,7 @@ def evaluate(chosen: list[tuple[str, Expr]], evaluator: Evaluator, epochs: int, 
             rows.append(Row(**{**done[key], "name": name}))
     finally:
         bar.close()
-    write_json(path, {"spec": spec, "rows": list(done.values())})
+    write_json(path, {"spec": spec, "rows": list(done.values()), **(summary(rows) if summary else {})})
     return rows
 
 
@@ -166,8 +168,6 @@ def identify(teacher: Expr, gru: Expr, space: CellSpace, evaluator: Evaluator, e
     if not margin >= 0:
         raise CellGraphError(f"the margin must be >= 0, got {margin}")
     rows = evaluate(contenders(teacher, gru, space, limit, seed), evaluator, epochs, seed, path, spec,
-                    show_progress=show_progress)
-    result = Identification(tuple(rows), margin)
-    stored = read_json(path)
-    write_json(path, {**stored, "verdict": result.to_dict()})
-    return result
+                    show_progress=show_progress,
+                    summary=lambda found: {"verdict": Identification(tuple(found), margin).to_dict()})
+    return Identification(tuple(rows), margin)
