@@ -14,6 +14,11 @@ basin reaches; a random draw of the space shows where a cold search starts.
   :func:`~cellgraph.discover.space.sample_cell`, all distinct and none the root, named
   ``"walk L #k"`` and ``"random #k"``; drawn from ``seed`` alone: the same arguments draw the
   same cells.
+* :func:`shells`: the structures at each move distance from a start in the local search's move
+  graph (:func:`~cellgraph.discover.mutations.neighbours`: the single changes and, with
+  ``motifs``, the motif moves), by breadth-first search. How many structures lie within ``d``
+  moves of a search's start, and at which distance a teacher lies, say which teachers a search
+  of a given budget can reach at all when no move on the way lowers the fit.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from collections.abc import Sequence
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import mutate
+from cellgraph.discover.mutations import mutate, neighbours
 from cellgraph.discover.space import CellSpace, sample_cell
 from cellgraph.errors import CellGraphError
 
-__all__ = ["MAX_TRIES", "walk", "around"]
+__all__ = ["MAX_TRIES", "walk", "around", "shells", "distance"]
 
 #: How many mutations one step of a walk draws before the walk gives up.
 MAX_TRIES = 1000
@@ -74,3 +79,31 @@ def around(root: Expr, lengths: Sequence[int], per: int, per_random: int, space:
             seen.add(cell_hash(cell))
             out.append((f"{label} #{k}", cell))
     return out
+
+
+def shells(start: Expr, depth: int, space: CellSpace, motifs: bool = True) -> list[set[str]]:
+    """The :func:`~cellgraph.discover.cache.cell_hash` of every structure at move distance
+    ``0, 1, ..., depth`` from ``start`` in the move graph of
+    :func:`~cellgraph.discover.mutations.neighbours` (``motifs``: with the motif moves), one set
+    per distance: ``shells(...)[d]`` holds the structures ``d`` moves away and no nearer."""
+    if depth < 0:
+        raise CellGraphError(f"a depth must be >= 0, got {depth}")
+    seen = {cell_hash(start)}
+    found, frontier = [set(seen)], [start]
+    for d in range(depth):
+        nxt: list[Expr] = []
+        for cell in frontier:
+            for _, child in neighbours(cell, space, motifs):
+                key = cell_hash(child)
+                if key not in seen:
+                    seen.add(key)
+                    nxt.append(child)
+        found.append({cell_hash(c) for c in nxt})
+        frontier = nxt if d + 1 < depth else []
+    return found
+
+
+def distance(found: Sequence[set[str]], target: Expr) -> int | None:
+    """``target``'s move distance in ``found`` (:func:`shells`), None when it lies farther."""
+    key = cell_hash(target)
+    return next((d for d, shell in enumerate(found) if key in shell), None)
