@@ -71,7 +71,8 @@ RRNN_RUN = "RRNN_RUN"
 #: (evolution) and ``gru-local`` (local search) start at the GRU (the discovery recipe's start,
 #: never the teacher's); ``rrnn-seeded`` is local search with
 #: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`); ``tpe``
-#: (grouped multivariate TPE over the slot encoding) starts cold.
+#: (grouped multivariate TPE over the slot encoding) and ``enumerate`` (every cell of one and two
+#: nodes, smallest first, then random cells) start cold.
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -83,6 +84,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "gru-local": ("--strategy", "local", "--seed-target", "gru"),
     "rrnn-seeded": ("--strategy", "local", "--motifs", "--seed-run", RRNN_RUN),
     "tpe": ("--strategy", "tpe"),
+    "enumerate": ("--strategy", "enumerate"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,

@@ -27,6 +27,11 @@ several workers share one search and a stopped search resumes from its study alo
   tried them); once all are, the best of them becomes the centre if it is better, and at a local
   optimum the best record not yet a centre does (a random cell when there is none). The chain of
   centres is recomputed from the history at every proposal, so the strategy keeps no state.
+* :class:`EnumerationSearch`: every candidate of one generated node, then every one of two,
+  and so on up to ``nodes`` (:func:`~cellgraph.discover.enumeration.cells_of_size`), each size
+  in an order shuffled by ``seed``; once all are proposed, random cells. With successive
+  halving over a cheap first rung this is exhaustive search of the small cells: the budget
+  decides how far it gets, not the landscape.
 * :class:`TPESearch`: the tree-structured Parzen estimator (J. Bergstra, R. Bardenet, Y. Bengio,
   B. Kegl, "Algorithms for Hyper-Parameter Optimization", NeurIPS 2011) over the slot encoding
   of :mod:`cellgraph.discover.slots`, as Optuna's ``TPESampler(multivariate=True, group=True)``
@@ -46,6 +51,7 @@ several workers share one search and a stopped search resumes from its study alo
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import warnings
 from collections import Counter
@@ -61,12 +67,13 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.mutations import MOTIFS, mutate, neighbours
 from cellgraph.discover.slots import SlotEncoding
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution", "LocalSearch", "TPESearch"]
+__all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvolution", "LocalSearch", "EnumerationSearch", "TPESearch"]
 
 #: How many mutations of one parent are tried before the search gives up on it.
 MAX_MUTATIONS = 1000
@@ -253,6 +260,44 @@ class LocalSearch:
     def to_dict(self) -> dict:
         first = {"first_improvement": True} if self.first_improvement else {}  # studies made before it match
         return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **first}
+
+
+@functools.lru_cache(maxsize=4)
+def _enumeration(space: CellSpace, nodes: int, seed: int) -> tuple[tuple[Expr, str], ...]:
+    """The cells :class:`EnumerationSearch` proposes, in order, with their hashes."""
+    order: list[Expr] = []
+    for k in range(max(1, space.min_nodes), min(nodes, space.max_nodes) + 1):
+        cells = cells_of_size(k, space)
+        random.Random(f"{seed}/{k}").shuffle(cells)
+        order += cells
+    return tuple((cell, cell_hash(cell)) for cell in order)
+
+
+@dataclass(frozen=True)
+class EnumerationSearch:
+    """Exhaustive search of the small cells (module docstring): the candidates of ``1 ..
+    nodes`` generated nodes, smallest first, each size in the order ``seed`` shuffles; the
+    first not yet in the history is proposed, then random cells."""
+
+    nodes: int = 2
+    seed: int = 0
+
+    name = "enumerate"
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise CellGraphError(f"enumeration: nodes must be >= 1, got {self.nodes}")
+
+    def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
+                rejected: Counter) -> Proposal:
+        seen = {r.hash for r in history}
+        for cell, key in _enumeration(space, self.nodes, self.seed):
+            if key not in seen:
+                return Proposal(cell, "enumerate")
+        return Proposal(sample_cell(space, rng, rejected), "random")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "nodes": self.nodes, "seed": self.seed}
 
 
 @contextlib.contextmanager

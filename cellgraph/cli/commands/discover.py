@@ -63,9 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output folder (default discoveries/TEACHER-STRATEGY-sSEED or TASK-STRATEGY-sSEED, "
                         "discoveries/identify-TEACHER)")
     search = p.add_argument_group("search")
-    search.add_argument("--strategy", choices=("evolution", "local", "random", "tpe"), default="evolution",
+    search.add_argument("--strategy", choices=("evolution", "local", "random", "tpe", "enumerate"), default="evolution",
                         help="regularized evolution, local search over the one-change neighbourhood, random "
-                             "search or grouped multivariate TPE over a slot encoding of cells (default evolution)")
+                             "search, grouped multivariate TPE over a slot encoding of cells, or every cell of 1 "
+                             "to --nodes nodes, smallest first (default evolution)")
     search.add_argument("--budget", type=float, default=None, metavar="N",
                         help="full-fidelity evaluations for the whole study (required to search)")
     search.add_argument("--population", type=int, default=20, help="evolution's population (default 20)")
@@ -73,6 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--starts", type=int, default=10,
                         help="local search without seed cells: random cells before it climbs; tpe: trials drawn "
                              "uniformly before TPE models them (default 10)")
+    search.add_argument("--nodes", type=int, default=2,
+                        help="enumerate: the largest cells listed, in generated nodes; then random cells (default 2)")
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
@@ -160,19 +163,19 @@ def _check(args: argparse.Namespace) -> None:
     if args.epochs is not None and args.fidelity is not None:
         raise CellGraphError("give --epochs or --fidelity, not both")
     positive = {"--keep": args.keep, "--population": args.population, "--num-threads": args.num_threads,
-                "--starts": args.starts, "--seed-top": args.seed_top,
+                "--starts": args.starts, "--seed-top": args.seed_top, "--nodes": args.nodes,
                 **{f"--{k.replace('_', '-')}": getattr(args, k) for k in SIZES}}
     bad = [f"{flag} {value}" for flag, value in positive.items() if value < 1]
     if bad:
         raise CellGraphError(f"must be >= 1: {', '.join(bad)}")
     if not args.identify and args.budget is None:
         raise CellGraphError("--budget N (full-fidelity evaluations) is required to search")
-    if (args.seed_cells or args.seed_target or args.seed_run) and args.strategy == "random":
+    if (args.seed_cells or args.seed_target or args.seed_run) and args.strategy in ("random", "enumerate"):
         raise CellGraphError("--seed-cells, --seed-target and --seed-run start evolution, local search or tpe, "
-                             "not random search")
+                             f"not {'random search' if args.strategy == 'random' else 'enumeration'}")
     if args.first_improvement and args.strategy != "local":
         raise CellGraphError(f"--first-improvement is a rule of local search, not of {args.strategy} search")
-    if args.motifs and args.strategy in ("random", "tpe"):
+    if args.motifs and args.strategy in ("random", "tpe", "enumerate"):
         raise CellGraphError(f"--motifs are moves of evolution and local search, not of {args.strategy} search")
     if args.task is not None:
         _check_task(args)
@@ -303,8 +306,8 @@ def _run_seeds(args: argparse.Namespace, folder: Path) -> tuple[tuple, dict[str,
 
 
 def _search(args: argparse.Namespace) -> int:
-    from cellgraph.discover import (CellSpace, LocalSearch, RandomSearch, RegularizedEvolution, TPESearch, cell_hash,
-                                    discover)
+    from cellgraph.discover import (CellSpace, EnumerationSearch, LocalSearch, RandomSearch, RegularizedEvolution,
+                                    TPESearch, cell_hash, discover)
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
@@ -316,7 +319,8 @@ def _search(args: argparse.Namespace) -> int:
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
                 "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement),
                 "random": RandomSearch,
-                "tpe": lambda: TPESearch(args.starts, seeds)}[args.strategy]()
+                "tpe": lambda: TPESearch(args.starts, seeds),
+                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,

@@ -1,0 +1,77 @@
+"""Exhaustive enumeration of the small cells and the strategy that proposes them."""
+
+import random
+from collections import Counter
+
+import optuna
+import pytest
+
+from cellgraph.cell.expr import Node, h, x
+from cellgraph.data.planted_values import load_planted_values
+from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.enumeration import cells_of_size
+from cellgraph.discover.search import discover
+from cellgraph.discover.space import CellSpace, from_cell, validate
+from cellgraph.discover.strategies import EnumerationSearch, RandomSearch, Record
+from cellgraph.discover.synthetic import StructureEvaluator
+from cellgraph.errors import CellGraphError
+
+SPACE = CellSpace()
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_the_default_space_has_16_cells_of_one_node_and_1616_of_two_each_valid_and_distinct():
+    one, two = cells_of_size(1, SPACE), cells_of_size(2, SPACE)
+    assert (len(one), len(two)) == (16, 1616)
+    for cells, k in ((one, 1), (two, 2)):
+        assert all(validate(c, SPACE) is None and len(c.internal_nodes()) == k for c in cells)
+        keys = [cell_hash(c) for c in cells]
+        assert len(set(keys)) == len(keys) and keys == sorted(keys)
+    assert cell_hash(Node("add", "tanh", 1, x, h)) in {cell_hash(c) for c in one}  # the tanh RNN
+
+
+def test_a_planted_two_node_teacher_is_among_the_two_node_cells():
+    data = load_planted_values("minimal:0:2-3", 0, weight_scale=1.0, n_train=2, n_val=2, n_test=2)
+    teacher = from_cell(data.cell, data.layout)
+    assert len(teacher.internal_nodes()) == 2
+    assert cell_hash(teacher) in {cell_hash(c) for c in cells_of_size(2, SPACE)}
+
+
+def test_a_smaller_space_has_fewer_cells_and_size_zero_is_refused():
+    narrow = CellSpace(ops=("add",), activations=("tanh",), kinds=("W",))
+    assert [cell_hash(c) for c in cells_of_size(1, narrow)] == [cell_hash(Node("add", "tanh", 1, x, h))]
+    with pytest.raises(CellGraphError, match="at least one generated node"):
+        cells_of_size(0, SPACE)
+
+
+def _record(k, cell):
+    return Record(k, cell, cell_hash(cell), 1.0, True)
+
+
+def test_enumeration_proposes_the_small_cells_first_in_a_seeded_order_then_random_ones():
+    narrow = CellSpace(ops=("add", "mul"), activations=("tanh",), kinds=("W",), max_nodes=1)
+    strategy, history, rng = EnumerationSearch(nodes=2, seed=0), [], random.Random(0)
+    for k in range(len(cells_of_size(1, narrow))):
+        proposal = strategy.propose(history, narrow, rng, Counter())
+        assert proposal.origin == "enumerate" and cell_hash(proposal.root) not in {r.hash for r in history}
+        history.append(_record(k, proposal.root))
+    assert strategy.propose(history, narrow, rng, Counter()).origin == "random"  # max_nodes 1: all listed
+    first = [cell_hash(EnumerationSearch(2, s).propose([], SPACE, rng, Counter()).root) for s in range(4)]
+    assert len(set(first)) > 1  # the seed shuffles the order
+    ones = {cell_hash(c) for c in cells_of_size(1, SPACE)}
+    assert set(first) <= ones
+    with pytest.raises(CellGraphError, match="nodes must be >= 1"):
+        EnumerationSearch(nodes=0)
+
+
+def test_enumeration_finds_a_two_node_structure_within_the_count_of_small_cells_where_random_search_does_not(tmp_path):
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
+    cells = [*cells_of_size(1, narrow), *cells_of_size(2, narrow)]
+    target = cells[-7]
+    found = {}
+    for name, strategy in (("enumerate", EnumerationSearch(nodes=2, seed=1)), ("random", RandomSearch())):
+        result = discover(narrow, StructureEvaluator(target, noise=0.0), strategy, len(cells), seed=0,
+                          target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / name)
+        found[name] = result.target
+        assert result.duplicates == 0 or name == "random"
+    assert found["enumerate"] is not None and found["random"] is None
