@@ -97,7 +97,7 @@ class Record:
 
 @dataclass(frozen=True)
 class Proposal:
-    """A candidate to evaluate, how it was made (``origin``: ``seed``, ``random``, ``tpe`` or
+    """A candidate to evaluate, how it was made (``origin``: ``seed``, ``random``, ``tpe``, ``enumerate`` or
     the mutation's name), the trial number of its ``parent`` (None when it has none) and the
     Optuna parameters it was drawn as (``params``, each with its distribution in
     ``distributions``), which the search records as its trial's parameters."""
