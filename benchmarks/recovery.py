@@ -240,10 +240,12 @@ def _number(value: float | None, spec: str) -> str:
 
 def table(folder: Path) -> str:
     """The table of :func:`summarize`, one line per target and strategy."""
-    lines = [f"{'target':<10} {'arm':<16} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
+    rows = summarize(folder)
+    wide = max([10, *(len(target) for target, _ in rows)])
+    lines = [f"{'target':<{wide}} {'arm':<16} {'recovered':>9} {'evals':>8} {'CPU s':>8} {'best obj':>9} "
              f"{'dups':>5} {'trained':>7} {'no seed':>7} {'budget':>7} identifiable"]
-    for (target, strategy), row in summarize(folder).items():
-        lines.append(f"{target:<10} {strategy:<16} {row['recovered']:>5}/{row['seeds']:<3} "
+    for (target, strategy), row in rows.items():
+        lines.append(f"{target:<{wide}} {strategy:<16} {row['recovered']:>5}/{row['seeds']:<3} "
                      f"{_number(row['evaluations'], '.1f'):>8} {_number(row['cpu_s'], '.1f'):>8} "
                      f"{_number(row['best'], '.4g'):>9} {row['duplicates']:>5} {row['trained']:>7} "
                      f"{_number(row['unseeded'], 'd'):>7} {row['budget']:>7} {row['identifiable']}")
@@ -284,11 +286,13 @@ def _rescored(stored: dict[str, Any], penalty: str, weight: float, floor: float 
 
 def identify_table(folder: Path, penalty: tuple[str, float, float | None] | None = None) -> str:
     """The table of :func:`identifications`, one line per teacher."""
-    lines = [f"{'teacher':<10} {'checked':>7} {'teacher obj':>11} {'best other':<32} {'its obj':>9} "
+    found = identifications(folder, penalty)
+    wide = max([10, *(len(row["target"]) for row in found)])
+    lines = [f"{'teacher':<{wide}} {'checked':>7} {'teacher obj':>11} {'best other':<32} {'its obj':>9} "
              f"{'GRU obj':>9} {'gap':>8} verdict"]
-    for row in identifications(folder, penalty):
+    for row in found:
         verdict = f"{'PASS' if row['passed'] else 'FAIL'} (margin {row['margin']:g})"
-        lines.append(f"{row['target']:<10} {row['checked']:>7} {_number(row['teacher'], '.4g'):>11} "
+        lines.append(f"{row['target']:<{wide}} {row['checked']:>7} {_number(row['teacher'], '.4g'):>11} "
                      f"{row['best_other'] or '-':<32} {_number(row['best_other_objective'], '.4g'):>9} "
                      f"{_number(row['gru'], '.4g'):>9} {_number(row['gap'], '.3f'):>8} {verdict}")
     return "\n".join(lines)
