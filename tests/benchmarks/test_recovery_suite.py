@@ -67,6 +67,12 @@ def test_the_tpe_arm_runs_tpe_cold_and_is_tabled_as_tpe():
     assert recovery.arm({"strategy": "tpe", "motifs": False, "seed_target": []}) == "tpe"
 
 
+def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate():
+    (name, args, _), = recovery.runs(("minimal:0:2-3",), ("enumerate",), 1, 5)
+    assert name == "minimal0-2to3-enumerate-s0" and args[:4] == ["--teacher", "minimal:0:2-3", "--strategy", "enumerate"]
+    assert recovery.arm({"strategy": "enumerate", "nodes": 2, "seed_target": []}) == "enumerate"
+
+
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):
     """An ``identify.json`` as ``cellgraph discover --identify`` writes it: rows named and scored
     by ``objectives`` (teacher first; ``val_mse`` the objective, ``complexity`` from
