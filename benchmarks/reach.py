@@ -6,7 +6,8 @@ Breadth-first search from ``--start``'s structure (default ``rnn``, the one-node
 ``rnn-motifs`` arms start at) through the local search's move graph
 (:func:`cellgraph.discover.landscape.shells`: the single changes and, unless ``--no-motifs``, the
 motif moves) to ``--depth`` moves (default 3); then each ``--targets`` teacher's distance, or
-``> depth``. Structure only: nothing trains, the weights and data do not matter. The record,
+``> depth``. Structure only: nothing trains (each teacher's structure is drawn as its searches
+draw it, :func:`structure`). The record,
 ``DIR/reach-START.json`` (the settings, package versions, the shells' sizes and each teacher's
 distance), is written at the end and printed as a table. A distance is what a search must walk
 when no move on the way lowers the fit; a search that evaluates ``B`` cells covers at most the
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cellgraph.cell.expr import Expr
 from cellgraph.data.planted import teacher_folder
 from cellgraph.data.planted_values import load_planted_values
 from cellgraph.discover.landscape import distance, shells
@@ -29,13 +31,19 @@ from cellgraph.discover.space import CellSpace, from_cell
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["structure", "reach", "table", "main"]
+__all__ = ["weight_scale", "structure", "reach", "table", "main"]
 
 
-def structure(teacher: str):
-    """``teacher``'s candidate (its structure: the weights its data draws do not change it)."""
-    data = load_planted_values(teacher, 0, weight_scale=1.0 if teacher.startswith(("minimal", "random")) else 2.0,
-                               n_train=2, n_val=2, n_test=2)
+def weight_scale(teacher: str) -> float:
+    """The weight scale ``teacher``'s searches ran at: 1 for the random teachers (the scale they
+    are screened at; a random teacher not finite on its data is redrawn, so its structure may
+    depend on it), 2 (``cellgraph discover``'s default) for the named ones."""
+    return 1.0 if teacher.startswith(("minimal", "random")) else 2.0
+
+
+def structure(teacher: str) -> Expr:
+    """``teacher``'s candidate, drawn as its searches draw it (data seed 0, :func:`weight_scale`)."""
+    data = load_planted_values(teacher, 0, weight_scale=weight_scale(teacher), n_train=2, n_val=2, n_test=2)
     return from_cell(data.cell, data.layout)
 
 
@@ -50,11 +58,11 @@ def reach(start: str, targets: list[str], depth: int, motifs: bool = True) -> di
 
 
 def table(record: dict[str, Any]) -> str:
-    shells_, depth = record["shells"], record["config"]["depth"]
-    within = [sum(shells_[:d + 1]) for d in range(len(shells_))]
+    """The shells' sizes, then a row per teacher: its distance, or ``> depth``."""
+    sizes, depth = record["shells"], record["config"]["depth"]
     lines = [f"structures at each distance from {record['config']['start']}: "
-             + ", ".join(f"{d}: {n:,}" for d, n in enumerate(shells_))
-             + f" (within {depth}: {within[-1]:,})", f"{'teacher':<16} distance"]
+             + ", ".join(f"{d}: {n:,}" for d, n in enumerate(sizes))
+             + f" (within {depth}: {sum(sizes):,})", f"{'teacher':<16} distance"]
     for teacher, d in record["distances"].items():
         lines.append(f"{teacher:<16} {'> ' + str(depth) if d is None else d}")
     return "\n".join(lines)

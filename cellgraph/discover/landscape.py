@@ -90,16 +90,18 @@ def shells(start: Expr, depth: int, space: CellSpace, motifs: bool = True) -> li
         raise CellGraphError(f"a depth must be >= 0, got {depth}")
     seen = {cell_hash(start)}
     found, frontier = [set(seen)], [start]
-    for d in range(depth):
+    for _ in range(depth):
+        shell: set[str] = set()
         nxt: list[Expr] = []
         for cell in frontier:
             for _, child in neighbours(cell, space, motifs):
                 key = cell_hash(child)
                 if key not in seen:
                     seen.add(key)
+                    shell.add(key)
                     nxt.append(child)
-        found.append({cell_hash(c) for c in nxt})
-        frontier = nxt if d + 1 < depth else []
+        found.append(shell)
+        frontier = nxt
     return found
 
 
