@@ -72,7 +72,8 @@ RRNN_RUN = "RRNN_RUN"
 #: never the teacher's); ``rrnn-seeded`` is local search with
 #: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`); ``tpe``
 #: (grouped multivariate TPE over the slot encoding) and ``enumerate`` (every cell of one and two
-#: nodes, smallest first, then random cells) start cold.
+#: nodes, smallest first, then random cells) start cold; ``enumerate-grow`` follows the list with
+#: local search that also inserts nodes, from the best listed cells.
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -85,6 +86,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "rrnn-seeded": ("--strategy", "local", "--motifs", "--seed-run", RRNN_RUN),
     "tpe": ("--strategy", "tpe"),
     "enumerate": ("--strategy", "enumerate"),
+    "enumerate-grow": ("--strategy", "enumerate", "--grow"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
@@ -192,7 +194,8 @@ def keep_record(root: Path, name: str, records: Path) -> None:
 def arm(config: dict[str, Any]) -> str:
     """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make (its strategy's
     name when no arm has them)."""
-    flags = ("--strategy", config["strategy"], *(("--motifs",) if config.get("motifs") else ()),
+    flags = ("--strategy", config["strategy"], *(("--grow",) if config.get("grow") else ()),
+             *(("--motifs",) if config.get("motifs") else ()),
              *(("--first-improvement",) if config.get("first_improvement") else ()),
              *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),
              *(("--seed-run", RRNN_RUN) if config.get("seed_run") else ()))

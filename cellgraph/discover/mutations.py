@@ -24,8 +24,9 @@ already has (which lets one gate serve twice, as MGU's does):
 
 :func:`neighbours` lists, in a fixed order, every valid child one ``op``, ``activation``,
 ``kind``, ``rewire`` or ``remove`` change away (the identifiability check of
-docs/discover.md); ``insert`` is left out, as its new node's choices are a space of their own.
-With ``motifs=True`` it adds every valid child one motif move away.
+docs/discover.md); ``insert`` is left out unless asked for (``insert=True``:
+:func:`insertions`, hundreds of children per cell, as its new node's choices are a space of
+their own). With ``motifs=True`` it adds every valid child one motif move away.
 
 A child may be invalid (:func:`cellgraph.discover.space.validate`); :func:`mutate` picks a
 mutation uniformly and returns the child with the mutation's name, or the reason it was
@@ -45,7 +46,7 @@ from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.space import IDENTITY, CellSpace, kind, renumber, validate
 
 __all__ = ["MUTATIONS", "MOTIFS", "Mutation", "mutate", "neighbours", "change_op",
-           "change_activation", "change_kind", "rewire", "insert_node", "remove_node"]
+           "change_activation", "change_kind", "rewire", "insert_node", "insertions", "remove_node"]
 
 #: Operand sides, as :func:`neighbours` names them.
 SIDES = ("left", "right")
@@ -80,6 +81,13 @@ def _replace(root: Expr, n: Node, replacements: list[Node], rng: random.Random) 
     return _substitute(root, n, rng.choice(replacements)) if replacements else root
 
 
+def _with_operand(n: Node, side: int, operand: Expr) -> Node:
+    """``n`` reading ``operand`` on ``side``."""
+    operands = list(n.children)
+    operands[side] = operand
+    return Node(n.op, n.act, n.tuple, *operands)
+
+
 def _ops(n: Node, space: CellSpace) -> list[Node]:
     """``n`` with each other operation of the space."""
     return [Node(op, n.act, n.tuple, n.left, n.right) for op in space.ops if op != n.op]
@@ -97,13 +105,7 @@ def _kind_flipped(root: Expr, n: Node) -> Node:
 
 def _rewired(root: Expr, n: Node, side: int, space: CellSpace) -> list[Node]:
     """``n`` with operand ``side`` replaced by each other leaf or node that does not depend on it."""
-    out = []
-    for e in _free(root, n, space):
-        if e != n.children[side]:
-            operands = list(n.children)
-            operands[side] = e
-            out.append(Node(n.op, n.act, n.tuple, *operands))
-    return out
+    return [_with_operand(n, side, e) for e in _free(root, n, space) if e != n.children[side]]
 
 
 def change_op(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
@@ -130,6 +132,27 @@ def rewire(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     return _replace(root, n, _rewired(root, n, rng.randrange(2), space), rng)
 
 
+def _edges(root: Expr) -> list[tuple[Node | None, int]]:
+    """Where :func:`insert_node` may put a node: each operand ``side`` of each node, then above
+    the root (``None``)."""
+    return [(n, side) for n in root.internal_nodes() for side in (0, 1)] + [(None, 0)]
+
+
+def _edge_operands(root: Expr, edge: tuple[Node | None, int], space: CellSpace) -> tuple[Expr, list[Expr]]:
+    """The operand a node inserted on ``edge`` reads, and the leaves and nodes its other
+    operand may be (above the root: every leaf and node)."""
+    n, side = edge
+    if n is None:
+        return root, [*space.leaves, *root.internal_nodes()]
+    return n.children[side], _free(root, n, space)
+
+
+def _inserted(root: Expr, edge: tuple[Node | None, int], new: Node) -> Expr:
+    """``root`` with ``new`` on ``edge``."""
+    n, side = edge
+    return renumber(new) if n is None else _substitute(root, n, _with_operand(n, side, new))
+
+
 def _new_node(operand: Expr, others: list[Expr], root: Expr, rng: random.Random, space: CellSpace) -> Node:
     """A random node reading ``operand`` and one of ``others``, on either side."""
     pair = [operand, rng.choice(others)]
@@ -140,14 +163,29 @@ def _new_node(operand: Expr, others: list[Expr], root: Expr, rng: random.Random,
 
 def insert_node(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
     """A new node on an edge: between a node and one of its operands, or above the root."""
-    nodes = root.internal_nodes()
-    edge = rng.randrange(2 * len(nodes) + 1)
-    if edge == 2 * len(nodes):  # above the root: every node and leaf may be its other operand
-        return renumber(_new_node(root, [*space.leaves, *nodes], root, rng, space))
-    n, side = nodes[edge // 2], edge % 2
-    operands = list(n.children)
-    operands[side] = _new_node(operands[side], _free(root, n, space), root, rng, space)
-    return _substitute(root, n, Node(n.op, n.act, n.tuple, *operands))
+    edge = rng.choice(_edges(root))
+    operand, others = _edge_operands(root, edge, space)
+    return _inserted(root, edge, _new_node(operand, others, root, rng, space))
+
+
+def insertions(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
+    """Every child of one :func:`insert_node`: on each edge, a node of each op, activation and
+    kind reading the edge's operand and each possible other operand, on either side; named
+    ``"insert N SIDE OP ACT KIND OTHER"`` (``N SIDE`` the edge, ``root`` above the root; ``OTHER``
+    the other operand, ``OTHER|`` when it is the left one), not yet validated or deduplicated."""
+    name, out = _namer(root), []
+    for edge in _edges(root):
+        operand, others = _edge_operands(root, edge, space)
+        at = "root" if edge[0] is None else f"{name(edge[0])} {SIDES[edge[1]]}"
+        for op in space.ops:
+            for act in space.activations:
+                for k in space.kinds:
+                    index = IDENTITY if k == "I" else _fresh(root)
+                    for other in others:
+                        label = f"insert {at} {op} {act} {k} {name(other)}"
+                        out += [(label, _inserted(root, edge, Node(op, act, index, operand, other))),
+                                (f"{label}|", _inserted(root, edge, Node(op, act, index, other, operand)))]
+    return out
 
 
 def remove_node(root: Expr, rng: random.Random, space: CellSpace) -> Expr:
@@ -172,12 +210,6 @@ def _gates(root: Expr, free: list[Expr], space: CellSpace, name: Callable[[Expr]
     data, prev = _leaf(space, Role.DATA), _leaf(space, Role.PREV)
     new = [("new", Node("add", "sigmoid", _fresh(root), data, prev))] if data and prev else []
     return new + [(name(e), e) for e in free if isinstance(e, Node) and e.act == "sigmoid"]
-
-
-def _with_operand(n: Node, side: int, operand: Expr) -> Node:
-    operands = list(n.children)
-    operands[side] = operand
-    return Node(n.op, n.act, n.tuple, *operands)
 
 
 def gate_moves(root: Expr, space: CellSpace) -> list[tuple[str, Expr]]:
@@ -270,10 +302,11 @@ def mutate(root: Expr, rng: random.Random, space: CellSpace, motifs: bool = Fals
     return Mutation(None if reason else child, name, reason)
 
 
-def neighbours(root: Expr, space: CellSpace, motifs: bool = False) -> list[tuple[str, Expr]]:
+def neighbours(root: Expr, space: CellSpace, motifs: bool = False, insert: bool = False) -> list[tuple[str, Expr]]:
     """Every valid candidate one ``op``, ``activation``, ``kind``, one-operand ``rewire`` or
-    ``remove`` change away from ``root`` (and, when ``motifs``, one ``gate``, ``reset`` or
-    ``wrap`` move away, listed after them), deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
+    ``remove`` change away from ``root`` (and, when ``insert``, one insertion away:
+    :func:`insertions`; when ``motifs``, one ``gate``, ``reset`` or ``wrap`` move away; listed
+    after them in that order), deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
     (the first change that reaches a structure names it) and without ``root``'s own structure.
 
     The order is deterministic: nodes children first (``n0, n1, ...``, as
@@ -296,6 +329,8 @@ def neighbours(root: Expr, space: CellSpace, motifs: bool = False) -> list[tuple
                          _substitute(root, n, new)) for new in _rewired(root, n, side, space)]
         changes += [(f"remove {at} keep {SIDES[side]} {name(n.children[side])}", _substitute(root, n, n.children[side]))
                     for side in (0, 1)]
+    if insert:
+        changes += insertions(root, space)
     if motifs:
         changes += [change for moves in MOTIFS.values() for change in moves(root, space)]
     seen = {cell_hash(root)}

@@ -21,7 +21,8 @@ several workers share one search and a stopped search resumes from its study alo
   Nolen, Y. Savani, "Exploring the Loss Landscape in Neural Architecture Search", UAI 2021: local
   search is a strong baseline of architecture search), best improvement first. Its first centre
   is a seed, or the best of ``starts`` random cells; the centre's neighbours
-  (:func:`~cellgraph.discover.mutations.neighbours`, with the motif moves when ``motifs``) not
+  (:func:`~cellgraph.discover.mutations.neighbours`, with the motif moves when ``motifs``
+  and every insertion of a node when ``insert``) not
   yet evaluated are proposed in a random order, the motif moves' before the single changes'
   (the larger steps first: best improvement still scans them all, but a search cut short has
   tried them); once all are, the best of them becomes the centre if it is better, and at a local
@@ -31,7 +32,11 @@ several workers share one search and a stopped search resumes from its study alo
   and so on up to ``nodes`` (:func:`~cellgraph.discover.enumeration.cells_of_size`), each size
   in an order shuffled by ``seed``; once all are proposed, random cells. With successive
   halving over a cheap first rung this is exhaustive search of the small cells: the budget
-  decides how far it gets, not the landscape.
+  decides how far it gets, not the landscape. With ``grow`` the listed cells are the starts of
+  a local search with first improvement whose neighbourhood also has every insertion of a
+  node (:func:`~cellgraph.discover.mutations.insertions`): a cell one node larger than the list
+  is found from any of its sub-cells the search reaches as a centre (the best listed cell
+  first, then, at each local optimum, the best record not yet a centre).
 * :class:`TPESearch`: the tree-structured Parzen estimator (J. Bergstra, R. Bardenet, Y. Bengio,
   B. Kegl, "Algorithms for Hyper-Parameter Optimization", NeurIPS 2011) over the slot encoding
   of :mod:`cellgraph.discover.slots`, as Optuna's ``TPESampler(multivariate=True, group=True)``
@@ -199,6 +204,13 @@ def _unevaluated_seed(seeds: Sequence[Expr], history: Sequence[Record]) -> Expr 
     return next((seed for seed in seeds if cell_hash(seed) not in seen), None)
 
 
+@functools.lru_cache(maxsize=1024)
+def _around(root: Expr, space: CellSpace, motifs: bool, insert: bool) -> tuple[tuple[str, Expr, str], ...]:
+    """:func:`~cellgraph.discover.mutations.neighbours` with their hashes, kept: local search
+    recomputes its chain of centres at every proposal."""
+    return tuple((name, child, cell_hash(child)) for name, child in neighbours(root, space, motifs, insert))
+
+
 def _rank(record: Record) -> tuple[float, int]:
     return record.loss, record.number  # type: ignore[return-value]
 
@@ -206,7 +218,7 @@ def _rank(record: Record) -> tuple[float, int]:
 @dataclass(frozen=True)
 class LocalSearch:
     """Best-improvement local search over the one-change neighbourhood, and the motif moves
-    when ``motifs`` (module docstring), started from ``seeds`` or from the best of ``starts``
+    when ``motifs`` and the insertions when ``insert`` (module docstring), started from ``seeds`` or from the best of ``starts``
     random cells. With ``first_improvement`` the centre moves as soon as one of its neighbours
     has reached full fidelity with a lower loss (to the best such neighbour), without waiting
     for the rest of its neighbourhood."""
@@ -215,6 +227,7 @@ class LocalSearch:
     seeds: tuple[Expr, ...] = ()
     motifs: bool = False
     first_improvement: bool = False
+    insert: bool = False
 
     name = "local"
 
@@ -239,7 +252,7 @@ class LocalSearch:
             return Proposal(sample_cell(space, rng, rejected), "random")
         centre, visited = min(firsts, key=_rank), set()
         while centre is not None:
-            around = [(name, child, cell_hash(child)) for name, child in neighbours(centre.root, space, self.motifs)]
+            around = _around(centre.root, space, self.motifs, self.insert)
             better = min((done[key] for _, _, key in around if key in done), key=_rank, default=None)
             if self.first_improvement and better is not None and _rank(better) < _rank(centre):
                 visited.add(centre.hash)
@@ -258,8 +271,9 @@ class LocalSearch:
         return Proposal(sample_cell(space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        first = {"first_improvement": True} if self.first_improvement else {}  # studies made before it match
-        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **first}
+        # studies made before these options match
+        new = {**({"first_improvement": True} if self.first_improvement else {}), **({"insert": True} if self.insert else {})}
+        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **new}
 
 
 @functools.lru_cache(maxsize=4)
@@ -277,10 +291,13 @@ def _enumeration(space: CellSpace, nodes: int, seed: int) -> tuple[tuple[Expr, s
 class EnumerationSearch:
     """Exhaustive search of the small cells (module docstring): the candidates of ``1 ..
     nodes`` generated nodes, smallest first, each size in the order ``seed`` shuffles; the
-    first not yet in the history is proposed, then random cells."""
+    first not yet in the history is proposed, then random cells, or with ``grow`` a
+    :class:`LocalSearch` with first improvement whose neighbourhood has every insertion of a
+    node, started from the best listed cell (``starts``: the listed ones)."""
 
     nodes: int = 2
     seed: int = 0
+    grow: bool = False
 
     name = "enumerate"
 
@@ -291,13 +308,17 @@ class EnumerationSearch:
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
         seen = {r.hash for r in history}
-        for cell, key in _enumeration(space, self.nodes, self.seed):
+        listed = _enumeration(space, self.nodes, self.seed)
+        for cell, key in listed:
             if key not in seen:
                 return Proposal(cell, "enumerate")
+        if self.grow:
+            return LocalSearch(len(listed), motifs=False, first_improvement=True, insert=True).propose(
+                history, space, rng, rejected)
         return Proposal(sample_cell(space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "nodes": self.nodes, "seed": self.seed}
+        return {"name": self.name, "nodes": self.nodes, "seed": self.seed, **({"grow": True} if self.grow else {})}
 
 
 @contextlib.contextmanager

@@ -71,6 +71,9 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
     (name, args, _), = recovery.runs(("minimal:0:2-3",), ("enumerate",), 1, 5)
     assert name == "minimal0-2to3-enumerate-s0" and args[:4] == ["--teacher", "minimal:0:2-3", "--strategy", "enumerate"]
     assert recovery.arm({"strategy": "enumerate", "nodes": 2, "seed_target": []}) == "enumerate"
+    (name, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-grow",), 1, 5)
+    assert name == "minimal1-2to3-enumerate-grow-s0" and "--grow" in args
+    assert recovery.arm({"strategy": "enumerate", "grow": True, "seed_target": []}) == "enumerate-grow"
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

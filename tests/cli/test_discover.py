@@ -111,6 +111,7 @@ def test_a_sized_random_teacher_runs_in_a_folder_named_after_it(tmp_path, capsys
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--motifs"], "not of tpe search"),
     (["--teacher", "mgu", "--budget", "2", "--first-improvement"], "not of evolution search"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "local", "--grow"], "not local search"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--starts", "0"], "must be >= 1: --starts 0"),
     (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-run", "r"], "not random search"),

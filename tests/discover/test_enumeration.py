@@ -75,3 +75,28 @@ def test_enumeration_finds_a_two_node_structure_within_the_count_of_small_cells_
         found[name] = result.target
         assert result.duplicates == 0 or name == "random"
     assert found["enumerate"] is not None and found["random"] is None
+
+
+def test_grow_follows_the_list_with_insertions_around_the_best_listed_cell():
+    narrow = CellSpace(ops=("add",), activations=("tanh", "sigmoid"), kinds=("W",))
+    ones = cells_of_size(1, narrow)
+    history = [Record(k, cell, cell_hash(cell), 1.0 + k, True) for k, cell in enumerate(ones)]
+    rng = random.Random(0)
+    assert EnumerationSearch(nodes=1).propose(history, narrow, rng, Counter()).origin == "random"
+    proposal = EnumerationSearch(nodes=1, grow=True).propose(history, narrow, rng, Counter())
+    assert proposal.origin == "insert" and proposal.parent == 0
+    assert len(proposal.root.internal_nodes()) == 2 and validate(proposal.root, narrow) is None
+    assert EnumerationSearch(nodes=1, grow=True).to_dict()["grow"] is True
+    assert "grow" not in EnumerationSearch(nodes=1).to_dict()  # studies made before it resume
+
+
+def test_an_enumeration_that_grows_finds_a_structure_one_node_beyond_its_list(tmp_path):
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
+    target = Node("mul", "sigmoid", 2, Node("add", "tanh", 1, x, h), h)
+    budget = len(cells_of_size(1, narrow)) + 60
+    found = {}
+    for grow in (True, False):
+        result = discover(narrow, StructureEvaluator(target, noise=0.0), EnumerationSearch(1, 0, grow), budget,
+                          seed=0, target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / str(grow))
+        found[grow] = result.target
+    assert found[True] is not None and found[False] is None

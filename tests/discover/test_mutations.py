@@ -5,7 +5,7 @@ import pytest
 
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import MOTIFS, MUTATIONS, mutate, neighbours
+from cellgraph.discover.mutations import MOTIFS, MUTATIONS, insert_node, insertions, mutate, neighbours
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from tests.discover.cells import gru
 
@@ -101,3 +101,31 @@ def test_each_motif_is_drawn_only_with_motifs_and_gives_valid_children(name):
     assert name not in Counter(mutate(gru(), rng, SPACE).name for _ in range(300))
     moves = MOTIFS[name](gru(), SPACE)
     assert any(validate(child, SPACE) is None for _, child in moves)
+
+
+def _three_node_cell():
+    """``1 - (W tanh(n0) + U n0 + b)`` with ``n0 = tanh(W x + U h + b)``: a random teacher's shape."""
+    n0 = Node("add", "tanh", 1, x, h)
+    return Node("add", "one_minus", 2, Node("add", "tanh", 0, zero, n0), n0)
+
+
+def test_insertions_list_every_child_insert_node_draws():
+    for root in (_three_node_cell(), gru()):
+        listed = {cell_hash(child) for _, child in insertions(root, SPACE)}
+        rng = random.Random(0)
+        drawn = {cell_hash(insert_node(root, rng, SPACE)) for _ in range(500)}
+        assert drawn <= listed and len(drawn) > 50
+
+
+def test_a_three_node_cell_is_one_insertion_from_its_two_node_sub_cells_and_no_other_change():
+    """Each sub-cell left by removing a node grows back into the cell by one insertion, which
+    the single changes and the motifs do not offer (the ``grow`` of the enumeration relies on it)."""
+    cell = _three_node_cell()
+    key = cell_hash(cell)
+    subs = [c for change, c in neighbours(cell, SPACE) if change.startswith("remove") and len(c.internal_nodes()) == 2]
+    assert len(subs) == 3
+    for sub in subs:
+        grown = {cell_hash(c): change for change, c in neighbours(sub, SPACE, insert=True)}
+        assert grown[key].startswith("insert ")
+        assert key not in {cell_hash(c) for _, c in neighbours(sub, SPACE)}
+        assert all(len(c.internal_nodes()) <= 3 for _, c in neighbours(sub, SPACE, insert=True))

@@ -76,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "uniformly before TPE models them (default 10)")
     search.add_argument("--nodes", type=int, default=2,
                         help="enumerate: the largest cells listed, in generated nodes; then random cells (default 2)")
+    search.add_argument("--grow", action="store_true",
+                        help="enumerate: once every cell is listed, local search with first improvement from the "
+                             "best listed cells, whose moves also insert a node, instead of random cells")
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
@@ -175,6 +178,8 @@ def _check(args: argparse.Namespace) -> None:
                              f"not {'random search' if args.strategy == 'random' else 'enumeration'}")
     if args.first_improvement and args.strategy != "local":
         raise CellGraphError(f"--first-improvement is a rule of local search, not of {args.strategy} search")
+    if args.grow and args.strategy != "enumerate":
+        raise CellGraphError(f"--grow continues an enumeration, not {args.strategy} search")
     if args.motifs and args.strategy in ("random", "tpe", "enumerate"):
         raise CellGraphError(f"--motifs are moves of evolution and local search, not of {args.strategy} search")
     if args.task is not None:
@@ -320,7 +325,7 @@ def _search(args: argparse.Namespace) -> int:
                 "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement),
                 "random": RandomSearch,
                 "tpe": lambda: TPESearch(args.starts, seeds),
-                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed)}[args.strategy]()
+                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
