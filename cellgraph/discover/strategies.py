@@ -218,10 +218,10 @@ def _rank(record: Record) -> tuple[float, int]:
 @dataclass(frozen=True)
 class LocalSearch:
     """Best-improvement local search over the one-change neighbourhood, and the motif moves
-    when ``motifs`` and the insertions when ``insert`` (module docstring), started from ``seeds`` or from the best of ``starts``
-    random cells. With ``first_improvement`` the centre moves as soon as one of its neighbours
-    has reached full fidelity with a lower loss (to the best such neighbour), without waiting
-    for the rest of its neighbourhood."""
+    when ``motifs`` and the insertions when ``insert`` (module docstring), started from
+    ``seeds`` or from the best of ``starts`` random cells. With ``first_improvement`` the
+    centre moves as soon as one of its neighbours has reached full fidelity with a lower loss
+    (to the best such neighbour), without waiting for the rest of its neighbourhood."""
 
     starts: int = 10
     seeds: tuple[Expr, ...] = ()
@@ -272,7 +272,7 @@ class LocalSearch:
 
     def to_dict(self) -> dict:
         # studies made before these options match
-        new = {**({"first_improvement": True} if self.first_improvement else {}), **({"insert": True} if self.insert else {})}
+        new = {key: True for key, on in (("first_improvement", self.first_improvement), ("insert", self.insert)) if on}
         return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **new}
 
 
