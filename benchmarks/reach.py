@@ -41,9 +41,11 @@ def weight_scale(teacher: str) -> float:
     return 1.0 if teacher.startswith(("minimal", "random")) else 2.0
 
 
-def structure(teacher: str) -> Expr:
-    """``teacher``'s candidate, drawn as its searches draw it (data seed 0, :func:`weight_scale`)."""
-    data = load_planted_values(teacher, 0, weight_scale=weight_scale(teacher), n_train=2, n_val=2, n_test=2)
+def structure(teacher: str, data_seed: int = 0, scale: float | None = None) -> Expr:
+    """``teacher``'s candidate, drawn as its searches draw it (data seed ``data_seed``, weight
+    scale ``scale``, by default :func:`weight_scale`)."""
+    scale = weight_scale(teacher) if scale is None else scale
+    data = load_planted_values(teacher, data_seed, weight_scale=scale, n_train=2, n_val=2, n_test=2)
     return from_cell(data.cell, data.layout)
 
 

@@ -1,0 +1,116 @@
+"""Where a teacher's sub-cells rank in a finished search: what an enumeration that grows can
+start from (docs/discover.md, *Strategies*).
+
+A sub-cell is what removing one node of the teacher leaves (the ``remove`` changes of
+:func:`cellgraph.discover.mutations.neighbours`). A teacher of ``k`` nodes is one insertion away
+from each of its sub-cells of ``k - 1`` nodes, so ``cellgraph discover --strategy enumerate
+--grow`` finds it from any of them that reaches full fidelity and becomes a centre. For each run
+folder (a ``cellgraph discover --teacher`` run with its SQLite study, finished or not), per rung of its fidelity: how
+many cells reached the rung, and the rank (1: the lowest loss among them) and loss of the teacher
+and of each sub-cell that did. The record, ``DIR/subcells-RUN.json`` (the run's name, its
+teacher, whether it had finished, the rows and the package versions), is written and printed as a table; ``--table``
+prints the records in ``DIR`` and runs nothing.
+
+    python -m cellgraph.benchmarks.subcells --records results/recovery-small runs/recovery-small/minimal1-2to3-enumerate-grow-s0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from optuna.trial import FrozenTrial
+
+from cellgraph.benchmarks.reach import structure
+from cellgraph.cell.expr import Expr
+from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.mutations import neighbours
+from cellgraph.discover.space import CellSpace
+from cellgraph.errors import CellGraphError
+from cellgraph.files import write_json
+
+__all__ = ["sub_cells", "rung_ranks", "subcells", "table", "main"]
+
+
+def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
+    """hash -> name: the teacher (``teacher``) and each structure one removal leaves (its change
+    and size, e.g. ``remove n2 keep right n1 (2 nodes)``)."""
+    size = lambda n: f"{n} node" + ("s" if n != 1 else "")  # noqa: E731
+    found = {cell_hash(child): f"{change} ({size(len(child.internal_nodes()))})"
+             for change, child in neighbours(teacher, space) if change.startswith("remove ")}
+    return {cell_hash(teacher): "teacher", **found}
+
+
+def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Per rung (epochs, ascending): ``cells`` that reached it and ``ranked``, each of ``names``'
+    cells among them with its ``rank`` (1: lowest loss; ties share the better rank) and ``loss``."""
+    rows = []
+    for epochs in sorted({e for t in trials for e in t.intermediate_values}):
+        losses = {t.user_attrs["hash"]: t.intermediate_values[epochs] for t in trials
+                  if epochs in t.intermediate_values and "hash" in t.user_attrs}
+        ordered = sorted(losses.values())
+        ranked = [{"name": names[key], "rank": 1 + sum(v < loss for v in ordered), "loss": loss}
+                  for key, loss in losses.items() if key in names]
+        rows.append({"epochs": epochs, "cells": len(losses), "ranked": sorted(ranked, key=lambda r: r["rank"])})
+    return rows
+
+
+def subcells(run_dir: Path) -> dict[str, Any]:
+    """The record of the module docstring (without versions) of the search in ``run_dir``,
+    finished or not (``finished``: it wrote its ``discovery.json``)."""
+    import optuna
+
+    from cellgraph.discover.storage import open_search_storage
+
+    path = run_dir / "discover.json"
+    if not path.is_file() or not (run_dir / "study.db").is_file():
+        raise CellGraphError(f"{run_dir} is not a search folder with its study (discover.json, study.db)")
+    spec = json.loads(path.read_text())
+    data = spec.get("evaluator", {}).get("data", {})
+    if "teacher" not in data:
+        raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
+    root = structure(data["teacher"], data["seed"], data["weight_scale"])
+    study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
+    return {"run": run_dir.name, "teacher": data["teacher"], "nodes": len(root.internal_nodes()),
+            "finished": (run_dir / "discovery.json").is_file(),
+            "rungs": rung_ranks(study.get_trials(deepcopy=False), sub_cells(root))}
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """A row per run, rung and ranked cell: the run, rung epochs, cells at the rung, the cell,
+    its rank and loss (a rung none reached: ``-``)."""
+    lines = [f"{'run':<34} {'epochs':>6} {'cells':>6}  {'cell':<36} {'rank':>5} {'loss':>10}"]
+    for record in records:
+        for rung in record["rungs"]:
+            head = f"{record['run']:<34} {rung['epochs']:>6} {rung['cells']:>6}"
+            lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g}" for r in rung["ranked"]] or \
+                [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from cellgraph.experiment.runs import package_versions
+
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="finished cellgraph discover --teacher runs")
+    p.add_argument("--records", default="runs/recovery", metavar="DIR", help="where the records go (default %(default)s)")
+    p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
+    a = p.parse_args(argv)
+    records = Path(a.records)
+    if not a.table:
+        if not a.runs:
+            p.error("give RUN_DIR... or --table")
+        records.mkdir(parents=True, exist_ok=True)
+        for run_dir in a.runs:
+            try:
+                record = subcells(run_dir)
+            except CellGraphError as err:
+                p.exit(2, f"{p.prog}: error: {err}\n")
+            write_json(records / f"subcells-{run_dir.name}.json", {**record, "versions": package_versions()})
+    print(table([json.loads(f.read_text()) for f in sorted(records.glob("subcells-*.json"))]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The sub-cells benchmark: where a teacher and the cells one removal leaves rank at each rung."""
+
+import json
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+from cellgraph.benchmarks import subcells
+from cellgraph.cell.expr import Node, h, x, zero
+from cellgraph.cli.main import main
+from cellgraph.discover.cache import cell_hash
+
+pytest.importorskip("torch")
+SIZES = ["--n-train", "40", "--n-val", "20", "--n-test", "20", "--seq-len", "4", "--p", "4", "--n-out", "2"]
+
+
+def _three_nodes():
+    n0 = Node("add", "tanh", 1, x, h)
+    return Node("add", "one_minus", 2, Node("add", "tanh", 0, zero, n0), n0)
+
+
+def test_the_sub_cells_of_a_three_node_cell_are_named_by_their_removal_and_size():
+    names = subcells.sub_cells(_three_nodes())
+    assert names[cell_hash(_three_nodes())] == "teacher"
+    sizes = sorted(name.split("(")[1] for name in names.values() if name != "teacher")
+    assert sizes == ["1 node)", "2 nodes)", "2 nodes)", "2 nodes)"]
+
+
+def _trial(key, losses):
+    if 60 in losses:
+        return create_trial(value=losses[60], intermediate_values=losses, user_attrs={"hash": key})
+    return create_trial(state=TrialState.PRUNED, intermediate_values=losses, user_attrs={"hash": key})
+
+
+def test_ranks_count_the_cells_at_each_rung_and_skip_the_rungs_a_cell_did_not_reach():
+    trials = [_trial("t", {5: 0.3, 60: 0.01}), _trial("a", {5: 0.1, 60: 0.02}), _trial("b", {5: 0.5}),
+              _trial("c", {5: 0.3})]
+    rows = subcells.rung_ranks(trials, {"t": "teacher", "b": "remove b", "c": "remove c"})
+    assert [(r["epochs"], r["cells"]) for r in rows] == [(5, 4), (60, 2)]
+    assert [(c["name"], c["rank"]) for c in rows[0]["ranked"]] == [("teacher", 2), ("remove c", 2), ("remove b", 4)]
+    assert rows[1]["ranked"] == [{"name": "teacher", "rank": 1, "loss": 0.01}]
+
+
+def test_the_record_of_a_tiny_enumeration_ranks_its_teacher(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["discover", "--teacher", "minimal:0:2-3", "--weight-scale", "1", "--strategy", "enumerate",
+                 "--nodes", "1", "--budget", "12", "--fidelity", "1,2", "--restarts", "1", "--dir", str(run), *SIZES]) == 0
+    capsys.readouterr()
+    subcells.main(["--records", str(tmp_path / "rec"), str(run)])
+    record = json.loads((tmp_path / "rec" / "subcells-run.json").read_text())
+    assert record["teacher"] == "minimal:0:2-3" and record["nodes"] == 2 and record["finished"]
+    trials = optuna.load_study(study_name="discover", storage=f"sqlite:///{run / 'study.db'}").trials
+    assert [r["epochs"] for r in record["rungs"]] == [1, 2]
+    assert record["rungs"][0]["cells"] == sum(1 in t.intermediate_values for t in trials) > 10
+    assert any(c["name"].startswith("remove ") for c in record["rungs"][0]["ranked"])
+    assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["run", "1", str(record["rungs"][0]["cells"])]
+
+
+def test_a_folder_without_a_search_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        subcells.main(["--records", str(tmp_path / "rec"), str(tmp_path)])
+    assert "is not a search folder with its study" in capsys.readouterr().err
