@@ -268,36 +268,51 @@ def identifications(folder: Path, penalty: tuple[str, float, float | None] | Non
         stored = json.loads(path.read_text())
         if "verdict" in stored:
             verdict = stored["verdict"] if penalty is None else _rescored(stored, *penalty)
-            found.append({**verdict, "target": stored["spec"]["data"]["teacher"], "checked": len(stored["rows"])})
+            removals = [o for o in (_objective(stored, row, penalty) for row in stored["rows"]
+                                    if row["name"].startswith("remove ")) if o is not None]
+            found.append({**verdict, "target": stored["spec"]["data"]["teacher"], "checked": len(stored["rows"]),
+                          "removal": min(removals, default=None)})
     order = {name: k for k, name in enumerate(TARGETS)}
     return sorted(found, key=lambda row: (order.get(row["target"], len(order)), row["target"]))
+
+
+def _objective(stored: dict[str, Any], row: dict[str, Any],
+               penalty: tuple[str, float, float | None] | None) -> float | None:
+    """``row``'s objective, recomputed under ``penalty`` ``(name, weight, floor)`` when given
+    (``floor`` None: the check's own)."""
+    from cellgraph.discover.evaluator import penalised
+
+    if penalty is None or row["objective"] is None:
+        return row["objective"]
+    name, weight, floor = penalty
+    floor = stored["spec"].get("floor", 0.0) if floor is None else floor
+    return penalised(row["details"]["val_mse"], row["details"]["complexity"], weight, name, floor)
 
 
 def _rescored(stored: dict[str, Any], penalty: str, weight: float, floor: float | None = None) -> dict[str, Any]:
     """``stored``'s verdict with every row's objective recomputed under ``penalty``, ``weight``
     and ``floor`` (None: the check's own)."""
-    from cellgraph.discover.evaluator import penalised
     from cellgraph.discover.identify import Identification, Row
 
-    floor = stored["spec"].get("floor", 0.0) if floor is None else floor
-    rows = [Row(**{**row, "objective": None if row["objective"] is None else
-                   penalised(row["details"]["val_mse"], row["details"]["complexity"], weight, penalty, floor)})
-            for row in stored["rows"]]
+    rows = [Row(**{**row, "objective": _objective(stored, row, (penalty, weight, floor))}) for row in stored["rows"]]
     teacher = next(r for r in rows if r.name == "teacher")
     return Identification((teacher, *(r for r in rows if r is not teacher)), stored["verdict"]["margin"]).to_dict()
 
 
 def identify_table(folder: Path, penalty: tuple[str, float, float | None] | None = None) -> str:
-    """The table of :func:`identifications`, one line per teacher."""
+    """The table of :func:`identifications`, one line per teacher, with the best objective of the
+    cells one removal leaves (``removal``; ``-`` when the check evaluated none): the teacher's
+    best stepping stone for a search that grows cells."""
     found = identifications(folder, penalty)
     wide = max([10, *(len(row["target"]) for row in found)])
     lines = [f"{'teacher':<{wide}} {'checked':>7} {'teacher obj':>11} {'best other':<32} {'its obj':>9} "
-             f"{'GRU obj':>9} {'gap':>8} verdict"]
+             f"{'GRU obj':>9} {'removal':>9} {'gap':>8} verdict"]
     for row in found:
         verdict = f"{'PASS' if row['passed'] else 'FAIL'} (margin {row['margin']:g})"
         lines.append(f"{row['target']:<{wide}} {row['checked']:>7} {_number(row['teacher'], '.4g'):>11} "
                      f"{row['best_other'] or '-':<32} {_number(row['best_other_objective'], '.4g'):>9} "
-                     f"{_number(row['gru'], '.4g'):>9} {_number(row['gap'], '.3f'):>8} {verdict}")
+                     f"{_number(row['gru'], '.4g'):>9} {_number(row['removal'], '.4g'):>9} "
+                     f"{_number(row['gap'], '.3f'):>8} {verdict}")
     return "\n".join(lines)
 
 

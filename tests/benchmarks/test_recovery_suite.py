@@ -104,12 +104,12 @@ def test_the_identify_table_has_a_row_per_finished_check_with_its_columns(tmp_pa
     assert head.split()[:4] == ["teacher", "checked", "teacher", "obj"]
     assert [line.split()[0] for line in lines] == ["gru", "mgu", "random:1"]  # the targets' order, then others
     gru, mgu, random1 = lines
-    assert mgu.split() == ["mgu", "4", "0.01", "activation", "n1", "identity->tanh", "0.0125", "0.02", "0.250",
-                           "PASS", "(margin", "0.1)"]
-    assert random1.split() == ["random:1", "4", "0.5", "remove", "n2", "keep", "left", "x", "0.52", "0.9", "0.040",
-                               "FAIL", "(margin", "0.2)"]
-    assert gru.split() == ["gru", "2", "0.02", "op", "n5", "add->mul", "0.019", "-", "-0.050", "FAIL", "(margin",
-                           "0.1)"]
+    assert mgu.split() == ["mgu", "4", "0.01", "activation", "n1", "identity->tanh", "0.0125", "0.02", "-",
+                           "0.250", "PASS", "(margin", "0.1)"]
+    assert random1.split() == ["random:1", "4", "0.5", "remove", "n2", "keep", "left", "x", "0.52", "0.9", "0.52",
+                               "0.040", "FAIL", "(margin", "0.2)"]
+    assert gru.split() == ["gru", "2", "0.02", "op", "n5", "add->mul", "0.019", "-", "-", "-0.050", "FAIL",
+                           "(margin", "0.1)"]
 
 
 def test_the_table_shows_each_targets_identifiability_verdict(tmp_path):
@@ -136,6 +136,10 @@ def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, ca
     recovery.main([*args, "--rescore", "relative", "0.1"])
     row = capsys.readouterr().out.splitlines()[1].split()
     assert row[2] == f"{0.010 * math.exp(1.0):.4g}" and row[-3] == "FAIL"
+    _write_check(tmp_path, "mut1", {"teacher": 0.01, "remove n1 keep left x": 0.2, "remove n2 keep left h": 0.1},
+                 complexity={"teacher": 10, "remove n1 keep left x": 3, "remove n2 keep left h": 9})
+    recovery.main([*args, "--rescore", "relative", "0.1"])  # the best removal is rescored too
+    assert capsys.readouterr().out.splitlines()[2].split()[-5] == f"{min(0.2 * math.exp(0.3), 0.1 * math.exp(0.9)):.4g}"
     recovery.main([*args, "--rescore", "absolute", "0.0"])
     assert capsys.readouterr().out.splitlines()[1].split()[-3] == "PASS"
     recovery.main([*args, "--rescore", "relative", "0.001"])
