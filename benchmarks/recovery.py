@@ -30,6 +30,7 @@ an objective that does not tell it from a neighbour, and is shown as such. ``--i
 prints instead, from every finished check (an ``identify.json`` with its verdict) there, one row
 per teacher: the structures it evaluated, the teacher's objective, the best other structure (its
 change) and that one's objective, the GRU's objective (``-`` when the teacher is the GRU), the
+best objective of the cells one removal leaves (``-`` when the check evaluated none), the
 gap ``(best other - teacher) / |teacher|`` and the verdict at the margin the check recorded;
 ``--rescore PENALTY LAMBDA`` recomputes every row's objective from its recorded ``val_mse`` and
 ``complexity`` under another penalty (nothing retrains; ``--rescore-floor FLOOR`` also another
