@@ -1,15 +1,16 @@
-"""Where a teacher's sub-cells rank in a finished search: what an enumeration that grows can
+"""Where a teacher's sub-cells rank in a search, finished or not: what an enumeration that grows can
 start from (docs/discover.md, *Strategies*).
 
 A sub-cell is what removing one node of the teacher leaves (the ``remove`` changes of
 :func:`cellgraph.discover.mutations.neighbours`). A teacher of ``k`` nodes is one insertion away
 from each of its sub-cells of ``k - 1`` nodes, so ``cellgraph discover --strategy enumerate
 --grow`` finds it from any of them that reaches full fidelity and becomes a centre. For each run
-folder (a ``cellgraph discover --teacher`` run with its SQLite study, finished or not), per rung of its fidelity: how
-many cells reached the rung, and the rank (1: the lowest loss among them) and loss of the teacher
-and of each sub-cell that did. The record, ``DIR/subcells-RUN.json`` (the run's name, its
-teacher, whether it had finished, the rows and the package versions), is written and printed as a table; ``--table``
-prints the records in ``DIR`` and runs nothing.
+folder (a ``cellgraph discover --teacher`` run with its SQLite study, finished or not), per rung
+of its fidelity: how many cells reached the rung, the best loss there, and the rank (1: the
+lowest loss among them) and loss of the teacher and of each sub-cell that did. The record,
+``DIR/subcells-RUN.json`` (the run's name, its teacher, whether it had finished, the rows and
+the package versions), is written and printed as a table; ``--table`` prints the records in
+``DIR`` and runs nothing.
 
     python -m cellgraph.benchmarks.subcells --records results/recovery-small runs/recovery-small/minimal1-2to3-enumerate-grow-s0
 """
@@ -44,8 +45,9 @@ def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
 
 
 def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dict[str, Any]]:
-    """Per rung (epochs, ascending): ``cells`` that reached it and ``ranked``, each of ``names``'
-    cells among them with its ``rank`` (1: lowest loss; ties share the better rank) and ``loss``."""
+    """Per rung (epochs, ascending): ``cells`` that reached it, the ``best`` loss there and
+    ``ranked``, each of ``names``' cells among them with its ``rank`` (1: lowest loss; ties share
+    the better rank) and ``loss``."""
     rows = []
     for epochs in sorted({e for t in trials for e in t.intermediate_values}):
         losses = {t.user_attrs["hash"]: t.intermediate_values[epochs] for t in trials
@@ -53,7 +55,8 @@ def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dic
         ordered = sorted(losses.values())
         ranked = [{"name": names[key], "rank": 1 + sum(v < loss for v in ordered), "loss": loss}
                   for key, loss in losses.items() if key in names]
-        rows.append({"epochs": epochs, "cells": len(losses), "ranked": sorted(ranked, key=lambda r: r["rank"])})
+        rows.append({"epochs": epochs, "cells": len(losses), "best": ordered[0],
+                     "ranked": sorted(ranked, key=lambda r: r["rank"])})
     return rows
 
 
@@ -79,12 +82,12 @@ def subcells(run_dir: Path) -> dict[str, Any]:
 
 
 def table(records: list[dict[str, Any]]) -> str:
-    """A row per run, rung and ranked cell: the run, rung epochs, cells at the rung, the cell,
-    its rank and loss (a rung none reached: ``-``)."""
-    lines = [f"{'run':<34} {'epochs':>6} {'cells':>6}  {'cell':<36} {'rank':>5} {'loss':>10}"]
+    """A row per run, rung and ranked cell: the run, rung epochs, cells at the rung and the best
+    loss there, the cell, its rank and loss (a rung none reached: ``-``)."""
+    lines = [f"{'run':<34} {'epochs':>6} {'cells':>6} {'best':>10}  {'cell':<36} {'rank':>5} {'loss':>10}"]
     for record in records:
         for rung in record["rungs"]:
-            head = f"{record['run']:<34} {rung['epochs']:>6} {rung['cells']:>6}"
+            head = f"{record['run']:<34} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
             lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g}" for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
     return "\n".join(lines)

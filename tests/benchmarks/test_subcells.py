@@ -37,7 +37,7 @@ def test_ranks_count_the_cells_at_each_rung_and_skip_the_rungs_a_cell_did_not_re
     trials = [_trial("t", {5: 0.3, 60: 0.01}), _trial("a", {5: 0.1, 60: 0.02}), _trial("b", {5: 0.5}),
               _trial("c", {5: 0.3})]
     rows = subcells.rung_ranks(trials, {"t": "teacher", "b": "remove b", "c": "remove c"})
-    assert [(r["epochs"], r["cells"]) for r in rows] == [(5, 4), (60, 2)]
+    assert [(r["epochs"], r["cells"], r["best"]) for r in rows] == [(5, 4, 0.1), (60, 2, 0.01)]
     assert [(c["name"], c["rank"]) for c in rows[0]["ranked"]] == [("teacher", 2), ("remove c", 2), ("remove b", 4)]
     assert rows[1]["ranked"] == [{"name": "teacher", "rank": 1, "loss": 0.01}]
 
