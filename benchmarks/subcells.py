@@ -1,8 +1,8 @@
 """Where a teacher's sub-cells rank in a search, finished or not: what an enumeration that grows can
-start from (docs/discover.md, *Strategies*).
+start from (docs/discover.md, *Where a teacher's sub-cells rank*).
 
 A sub-cell is what removing one node of the teacher leaves (the ``remove`` changes of
-:func:`cellgraph.discover.mutations.neighbours`). A teacher of ``k`` nodes is one insertion away
+:func:`cellgraph.discover.mutations.hashed_neighbours`). A teacher of ``k`` nodes is one insertion away
 from each of its sub-cells of ``k - 1`` nodes, so ``cellgraph discover --strategy enumerate
 --grow`` finds it from any of them that reaches full fidelity and becomes a centre. For each run
 folder (a ``cellgraph discover --teacher`` run with its SQLite study, finished or not), per rung
@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial
 from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import neighbours
+from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.space import CellSpace
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
@@ -39,8 +39,8 @@ def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
     """hash -> name: the teacher (``teacher``) and each structure one removal leaves (its change
     and size, e.g. ``remove n2 keep right n1 (2 nodes)``)."""
     size = lambda n: f"{n} node" + ("s" if n != 1 else "")  # noqa: E731
-    found = {cell_hash(child): f"{change} ({size(len(child.internal_nodes()))})"
-             for change, child in neighbours(teacher, space) if change.startswith("remove ")}
+    found = {key: f"{change} ({size(len(child.internal_nodes()))})"
+             for change, child, key in hashed_neighbours(teacher, space) if change.startswith("remove ")}
     return {cell_hash(teacher): "teacher", **found}
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     from cellgraph.experiment.runs import package_versions
 
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="finished cellgraph discover --teacher runs")
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders, finished or not")
     p.add_argument("--records", default="runs/recovery", metavar="DIR", help="where the records go (default %(default)s)")
     p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
     a = p.parse_args(argv)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash, cell_json
 from cellgraph.discover.evaluator import Evaluator, measure
-from cellgraph.discover.mutations import neighbours
+from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.discover.storage import differing_keys
 from cellgraph.errors import CellGraphError
@@ -101,7 +101,8 @@ def contenders(teacher: Expr, gru: Expr, space: CellSpace, limit: int | None = N
     out = [("teacher", teacher)]
     if cell_hash(gru) != cell_hash(teacher):
         out.append(("gru", gru))
-    found = [(name, child) for name, child in neighbours(teacher, space) if cell_hash(child) != cell_hash(gru)]
+    gru_hash = cell_hash(gru)
+    found = [(name, child) for name, child, key in hashed_neighbours(teacher, space) if key != gru_hash]
     random.Random(seed).shuffle(found)
     return out + (found if limit is None else found[:limit])
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.mutations import mutate, neighbours
+from cellgraph.discover.mutations import hashed_neighbours, mutate
 from cellgraph.discover.space import CellSpace, sample_cell
 from cellgraph.errors import CellGraphError
 
@@ -94,8 +94,7 @@ def shells(start: Expr, depth: int, space: CellSpace, motifs: bool = True) -> li
         shell: set[str] = set()
         nxt: list[Expr] = []
         for cell in frontier:
-            for _, child in neighbours(cell, space, motifs):
-                key = cell_hash(child)
+            for _, child, key in hashed_neighbours(cell, space, motifs):
                 if key not in seen:
                     seen.add(key)
                     shell.add(key)

@@ -45,7 +45,7 @@ from cellgraph.cell.expr import Expr, Leaf, Node, Role, substitute, zero
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.space import IDENTITY, CellSpace, kind, renumber, validate
 
-__all__ = ["MUTATIONS", "MOTIFS", "Mutation", "mutate", "neighbours", "change_op",
+__all__ = ["MUTATIONS", "MOTIFS", "Mutation", "mutate", "neighbours", "hashed_neighbours", "change_op",
            "change_activation", "change_kind", "rewire", "insert_node", "insertions", "remove_node"]
 
 #: Operand sides, as :func:`neighbours` names them.
@@ -303,11 +303,18 @@ def mutate(root: Expr, rng: random.Random, space: CellSpace, motifs: bool = Fals
 
 
 def neighbours(root: Expr, space: CellSpace, motifs: bool = False, insert: bool = False) -> list[tuple[str, Expr]]:
+    """:func:`hashed_neighbours` without the hashes."""
+    return [(change, child) for change, child, _ in hashed_neighbours(root, space, motifs, insert)]
+
+
+def hashed_neighbours(root: Expr, space: CellSpace, motifs: bool = False,
+                      insert: bool = False) -> list[tuple[str, Expr, str]]:
     """Every valid candidate one ``op``, ``activation``, ``kind``, one-operand ``rewire`` or
     ``remove`` change away from ``root`` (and, when ``insert``, one insertion away:
     :func:`insertions`; when ``motifs``, one ``gate``, ``reset`` or ``wrap`` move away; listed
     after them in that order), deduplicated by :func:`~cellgraph.discover.cache.cell_hash`
-    (the first change that reaches a structure names it) and without ``root``'s own structure.
+    (the first change that reaches a structure names it) and without ``root``'s own structure,
+    each with its change's name and its hash (which the deduplication computes anyway).
 
     The order is deterministic: nodes children first (``n0, n1, ...``, as
     ``root.internal_nodes()`` lists them), and per node its ops, activations, kind, the rewires of
@@ -340,5 +347,5 @@ def neighbours(root: Expr, space: CellSpace, motifs: bool = False, insert: bool 
             key = cell_hash(child)
             if key not in seen:
                 seen.add(key)
-                out.append((change, child))
+                out.append((change, child, key))
     return out

@@ -73,7 +73,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
-from cellgraph.discover.mutations import MOTIFS, mutate, neighbours
+from cellgraph.discover.mutations import MOTIFS, hashed_neighbours, mutate
 from cellgraph.discover.slots import SlotEncoding
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
@@ -206,9 +206,9 @@ def _unevaluated_seed(seeds: Sequence[Expr], history: Sequence[Record]) -> Expr 
 
 @functools.lru_cache(maxsize=1024)
 def _around(root: Expr, space: CellSpace, motifs: bool, insert: bool) -> tuple[tuple[str, Expr, str], ...]:
-    """:func:`~cellgraph.discover.mutations.neighbours` with their hashes, kept: local search
-    recomputes its chain of centres at every proposal."""
-    return tuple((name, child, cell_hash(child)) for name, child in neighbours(root, space, motifs, insert))
+    """:func:`~cellgraph.discover.mutations.hashed_neighbours`, kept: local search recomputes its
+    chain of centres at every proposal."""
+    return tuple(hashed_neighbours(root, space, motifs, insert))
 
 
 def _rank(record: Record) -> tuple[float, int]:
