@@ -51,6 +51,9 @@ several workers share one search and a stopped search resumes from its study alo
   history holds what the sampler drew (a duplicate's trial too, with the loss it reuses). While
   the history has fewer than ``starts`` records the draws are uniform (Optuna's
   ``RandomSampler``, as TPE's own start). Seed cells are proposed first, as their encoding.
+
+Random search, local search and the enumeration take a ``screen``
+(:class:`~cellgraph.discover.screen.Screen`): they then propose only the cells it keeps.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.mutations import MOTIFS, hashed_neighbours, mutate
+from cellgraph.discover.screen import Screen
 from cellgraph.discover.slots import SlotEncoding
 from cellgraph.discover.space import CellSpace, sample_cell, validate
 from cellgraph.errors import CellGraphError
@@ -82,7 +86,8 @@ __all__ = ["Record", "Proposal", "Strategy", "RandomSearch", "RegularizedEvoluti
 
 #: How many mutations of one parent are tried before the search gives up on it.
 MAX_MUTATIONS = 1000
-#: How many parameter sets one TPE proposal draws before the search gives up.
+#: How many parameter sets one TPE proposal draws, or random cells one screened proposal, before
+#: the search gives up.
 MAX_DRAWS = 1000
 
 
@@ -125,18 +130,40 @@ class Strategy(Protocol):
     def to_dict(self) -> dict: ...
 
 
+def _screened(screen: Screen | None, space: CellSpace, rng: random.Random, rejected: Counter) -> Expr:
+    """A random candidate (:func:`~cellgraph.discover.space.sample_cell`) that ``screen`` keeps,
+    the others counted in ``rejected`` as ``screen: KIND``."""
+    for _ in range(MAX_DRAWS):
+        cell = sample_cell(space, rng, rejected)
+        problem = None if screen is None else screen.problem(cell)
+        if problem is None:
+            return cell
+        rejected[f"screen: {problem}"] += 1
+    raise CellGraphError(f"the screen kept none of {MAX_DRAWS} random cells ({dict(rejected.most_common(3))}): "
+                         f"widen the space or search without the screen")
+
+
+def _with_screen(out: dict, screen: Screen | None) -> dict:
+    """``out`` (a strategy's ``to_dict``) with the screen's settings when there is one: a study
+    made without one matches."""
+    return out if screen is None else {**out, "screen": screen.to_dict()}
+
+
 @dataclass(frozen=True)
 class RandomSearch:
-    """Uniformly-ish random candidates (:func:`~cellgraph.discover.space.sample_cell`)."""
+    """Uniformly-ish random candidates (:func:`~cellgraph.discover.space.sample_cell`), only
+    those ``screen`` keeps when given."""
+
+    screen: Screen | None = None
 
     name = "random"
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
-        return Proposal(sample_cell(space, rng, rejected), "random")
+        return Proposal(_screened(self.screen, space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name}
+        return _with_screen({"name": self.name}, self.screen)
 
 
 @dataclass(frozen=True)
@@ -221,13 +248,15 @@ class LocalSearch:
     when ``motifs`` and the insertions when ``insert`` (module docstring), started from
     ``seeds`` or from the best of ``starts`` random cells. With ``first_improvement`` the
     centre moves as soon as one of its neighbours has reached full fidelity with a lower loss
-    (to the best such neighbour), without waiting for the rest of its neighbourhood."""
+    (to the best such neighbour), without waiting for the rest of its neighbourhood. With
+    ``screen`` only the neighbours it keeps are proposed, and random cells likewise."""
 
     starts: int = 10
     seeds: tuple[Expr, ...] = ()
     motifs: bool = False
     first_improvement: bool = False
     insert: bool = False
+    screen: Screen | None = None
 
     name = "local"
 
@@ -249,7 +278,7 @@ class LocalSearch:
         firsts = [done[cell_hash(seed)] for seed in self.seeds if cell_hash(seed) in done] or \
             [r for r in history[:self.starts] if r.hash in done]
         if len(history) < self.starts and not self.seeds or not firsts:
-            return Proposal(sample_cell(space, rng, rejected), "random")
+            return Proposal(_screened(self.screen, space, rng, rejected), "random")
         centre, visited = min(firsts, key=_rank), set()
         while centre is not None:
             around = _around(centre.root, space, self.motifs, self.insert)
@@ -258,7 +287,8 @@ class LocalSearch:
                 visited.add(centre.hash)
                 centre = better
                 continue
-            fresh = [(name, child) for name, child, key in around if key not in seen]
+            fresh = [(name, child) for name, child, key in around
+                     if key not in seen and (self.screen is None or self.screen.problem(child) is None)]
             motif = [(name, child) for name, child in fresh if name.split()[0] in MOTIFS]
             if fresh:
                 name, child = (motif or fresh)[rng.randrange(len(motif or fresh))]
@@ -268,20 +298,21 @@ class LocalSearch:
             if best is None or best.hash in visited or _rank(best) >= _rank(centre):
                 best = min((r for r in done.values() if r.hash not in visited), key=_rank, default=None)
             centre = best
-        return Proposal(sample_cell(space, rng, rejected), "random")
+        return Proposal(_screened(self.screen, space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
         # studies made before these options match
         new = {key: True for key, on in (("first_improvement", self.first_improvement), ("insert", self.insert)) if on}
-        return {"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs, **new}
+        return _with_screen({"name": self.name, "starts": self.starts, "seeds": len(self.seeds), "motifs": self.motifs,
+                             **new}, self.screen)
 
 
 @functools.lru_cache(maxsize=4)
-def _enumeration(space: CellSpace, nodes: int, seed: int) -> tuple[tuple[Expr, str], ...]:
+def _enumeration(space: CellSpace, nodes: int, seed: int, screen: Screen | None) -> tuple[tuple[Expr, str], ...]:
     """The cells :class:`EnumerationSearch` proposes, in order, with their hashes."""
     order: list[Expr] = []
     for k in range(max(1, space.min_nodes), min(nodes, space.max_nodes) + 1):
-        cells = cells_of_size(k, space)
+        cells = [cell for cell in cells_of_size(k, space) if screen is None or screen.problem(cell) is None]
         random.Random(f"{seed}/{k}").shuffle(cells)
         order += cells
     return tuple((cell, cell_hash(cell)) for cell in order)
@@ -293,11 +324,13 @@ class EnumerationSearch:
     nodes`` generated nodes, smallest first, each size in the order ``seed`` shuffles; the
     first not yet in the history is proposed, then random cells, or with ``grow`` a
     :class:`LocalSearch` with first improvement whose neighbourhood has every insertion of a
-    node, started from the best listed cell (``starts``: the listed ones)."""
+    node, started from the best listed cell (``starts``: the listed ones). With ``screen``
+    only the cells it keeps are listed, grown and drawn."""
 
     nodes: int = 2
     seed: int = 0
     grow: bool = False
+    screen: Screen | None = None
 
     name = "enumerate"
 
@@ -308,17 +341,18 @@ class EnumerationSearch:
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
         seen = {r.hash for r in history}
-        listed = _enumeration(space, self.nodes, self.seed)
+        listed = _enumeration(space, self.nodes, self.seed, self.screen)
         for cell, key in listed:
             if key not in seen:
                 return Proposal(cell, "enumerate")
         if self.grow:
-            return LocalSearch(len(listed), motifs=False, first_improvement=True, insert=True).propose(
-                history, space, rng, rejected)
-        return Proposal(sample_cell(space, rng, rejected), "random")
+            return LocalSearch(len(listed), motifs=False, first_improvement=True, insert=True,
+                               screen=self.screen).propose(history, space, rng, rejected)
+        return Proposal(_screened(self.screen, space, rng, rejected), "random")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "nodes": self.nodes, "seed": self.seed, **({"grow": True} if self.grow else {})}
+        return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
+                             **({"grow": True} if self.grow else {})}, self.screen)
 
 
 @contextlib.contextmanager

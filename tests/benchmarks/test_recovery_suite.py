@@ -74,6 +74,11 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
     (name, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-grow",), 1, 5)
     assert name == "minimal1-2to3-enumerate-grow-s0" and "--grow" in args
     assert recovery.arm({"strategy": "enumerate", "grow": True, "seed_target": []}) == "enumerate-grow"
+    for strategy, grow, name in (("random", False, "random-screen"), ("enumerate", False, "enumerate-screen"),
+                                 ("enumerate", True, "enumerate-grow-screen")):
+        assert recovery.arm({"strategy": strategy, "grow": grow, "screen": 3, "seed_target": []}) == name
+        (run, args, _), = recovery.runs(("minimal:0:2-3",), (name,), 1, 5)
+        assert run == f"minimal0-2to3-{name}-s0" and "--screen" in args
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

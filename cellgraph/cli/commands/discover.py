@@ -79,6 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--grow", action="store_true",
                         help="enumerate: once every cell is listed, local search with first improvement from the "
                              "best listed cells, whose moves also insert a node, instead of random cells")
+    search.add_argument("--screen", type=int, nargs="?", const=3, default=None, metavar="DRAWS",
+                        help="random, local and enumerate: propose only cells that pass the screen at "
+                             "initialisation (bounded states that read their input and keep it, neither amplified nor "
+                             "forgotten over 10 steps) "
+                             "on at least one of DRAWS random weight draws (default 3; docs/discover.md, "
+                             "*The screen*)")
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
@@ -180,6 +186,10 @@ def _check(args: argparse.Namespace) -> None:
         raise CellGraphError(f"--first-improvement is a rule of local search, not of {args.strategy} search")
     if args.grow and args.strategy != "enumerate":
         raise CellGraphError(f"--grow continues an enumeration, not {args.strategy} search")
+    if args.screen is not None and args.strategy in ("evolution", "tpe"):
+        raise CellGraphError(f"--screen filters random, local and enumerate proposals, not {args.strategy} search")
+    if args.screen is not None and args.screen < 1:
+        raise CellGraphError(f"--screen DRAWS must be >= 1, got {args.screen}")
     if args.motifs and args.strategy in ("random", "tpe", "enumerate"):
         raise CellGraphError(f"--motifs are moves of evolution and local search, not of {args.strategy} search")
     if args.task is not None:
@@ -312,7 +322,7 @@ def _run_seeds(args: argparse.Namespace, folder: Path) -> tuple[tuple, dict[str,
 
 def _search(args: argparse.Namespace) -> int:
     from cellgraph.discover import (CellSpace, EnumerationSearch, LocalSearch, RandomSearch, RegularizedEvolution,
-                                    TPESearch, cell_hash, discover)
+                                    Screen, TPESearch, cell_hash, discover)
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
@@ -321,11 +331,12 @@ def _search(args: argparse.Namespace) -> int:
     if args.seed_run is not None:
         from_run, seeded = _run_seeds(args, folder)
         seeds += from_run
+    screen = None if args.screen is None else Screen(args.screen)
     strategy = {"evolution": lambda: RegularizedEvolution(args.population, args.sample, seeds, args.motifs),
-                "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement),
-                "random": RandomSearch,
+                "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement, screen=screen),
+                "random": lambda: RandomSearch(screen),
                 "tpe": lambda: TPESearch(args.starts, seeds),
-                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow)}[args.strategy]()
+                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
