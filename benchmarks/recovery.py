@@ -58,7 +58,7 @@ from cellgraph.data.planted import teacher_folder
 from cellgraph.experiment.config import paper_settings
 
 __all__ = ["TARGETS", "ARMS", "STRATEGIES", "arm", "SEEDS", "RRNN", "RRNN_RUN", "run_name", "rrnn_run", "runs",
-           "rrnn_runs", "run_one", "keep_record", "summarize", "table", "identifications", "identify_table", "main"]
+           "rrnn_runs", "run_one", "keep_record", "tied", "summarize", "table", "identifications", "identify_table", "main"]
 
 TARGETS = ("gru", "mgu", "mut1", "mut2", "mut3", *(f"random:{k}" for k in range(5)))
 #: What stands for the RRNN run's folder in :data:`ARMS`; :func:`runs` puts the folder of
@@ -212,15 +212,27 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def tied(found: dict[str, Any]) -> bool:
+    """Whether the run of ``discovery.json`` ``found`` kept the teacher among its best cells and
+    a cell of another structure with no greater objective beside it: the objective cannot single
+    the teacher out (fits below the error floor count as equal, so exact equivalents of the same
+    complexity tie), whatever the identifiability check of its neighbours says."""
+    teacher = [b["objective"] for b in found["best"] if b["recovers"]]
+    return bool(teacher) and any(b["objective"] <= teacher[0] for b in found["best"] if not b["recovers"])
+
+
 def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(target, strategy) -> the table's columns, read from the runs' ``discovery.json`` and the
-    targets' ``identify.json`` under ``folder``."""
+    targets' ``identify.json`` under ``folder``; a target that a run :func:`tied` is ``TIED``
+    whatever its check said."""
     verdicts = {row["target"]: "PASS" if row["passed"] else "FAIL" for row in identifications(folder)}
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     unseeded: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*/discovery.json")):
         found = json.loads(path.read_text())
         grouped.setdefault((found["config"]["teacher"], arm(found["config"])), []).append(found)
+        if tied(found):
+            verdicts[found["config"]["teacher"]] = "TIED"
     for stored in filter(None, map(_unseeded, sorted(p.parent for p in folder.glob("*/seeds.json")))):
         key = (stored["config"]["teacher"], arm(stored["config"]))
         unseeded.setdefault(key, []).append(stored)

@@ -130,6 +130,21 @@ def test_the_table_shows_each_targets_identifiability_verdict(tmp_path):
     assert {row["unseeded"] for row in rows.values()} == {None}  # the table's "-": the arm seeds from no run
 
 
+def test_a_target_whose_run_found_another_structure_as_good_is_tied_whatever_its_check_said(tmp_path):
+    _write_check(tmp_path, "minimal:19:2-3", {"teacher": 0.01, "gru": 0.02, "op n3 add->mul": 0.5})
+    cells = {"twin": (1.2e-5, False), "teacher": (1.2e-5, True), "other": (2e-5, False)}
+    for seed, order in enumerate((("teacher", "other"), ("twin", "teacher", "other"))):
+        found = {"config": {"teacher": "minimal:19:2-3", "strategy": "enumerate", "seed_target": []}, "budget": 1,
+                 "result": {"target": None, "duplicates": 0, "proposed": None},
+                 "best": [{"objective": cells[name][0], "recovers": cells[name][1]} for name in order]}
+        assert recovery.tied(found) == (seed == 1)
+        (tmp_path / f"minimal19-2to3-enumerate-s{seed}").mkdir()
+        (tmp_path / f"minimal19-2to3-enumerate-s{seed}" / "discovery.json").write_text(json.dumps(found))
+    (row,) = recovery.summarize(tmp_path).values()
+    assert row["identifiable"] == "TIED"
+    assert not recovery.tied({"best": [{"objective": 1e-5, "recovers": False}]})  # the teacher was not kept
+
+
 def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, capsys):
     """val_mse 0.010 at complexity 10 against a rival's 0.0105 at 9: the teacher passes at
     margin 0 as recorded, and loses once each unit of complexity costs exp(0.1) (relative 0.1)."""
