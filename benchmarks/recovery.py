@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -214,11 +215,13 @@ def _median(values: list[float]) -> float | None:
 
 def tied(found: dict[str, Any]) -> bool:
     """Whether the run of ``discovery.json`` ``found`` kept the teacher among its best cells and
-    a cell of another structure with no greater objective beside it: the objective cannot single
+    a cell of another structure with the same objective beside it: the objective cannot single
     the teacher out (fits below the error floor count as equal, so exact equivalents of the same
-    complexity tie), whatever the identifiability check of its neighbours says."""
+    complexity tie), whatever the identifiability check of its neighbours says. A cell that
+    scores better than the teacher is no tie: the run failed to recover it."""
     teacher = [b["objective"] for b in found["best"] if b["recovers"]]
-    return bool(teacher) and any(b["objective"] <= teacher[0] for b in found["best"] if not b["recovers"])
+    return bool(teacher) and any(math.isclose(b["objective"], teacher[0], rel_tol=1e-9)
+                                 for b in found["best"] if not b["recovers"])
 
 
 def summarize(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:

@@ -143,6 +143,8 @@ def test_a_target_whose_run_found_another_structure_as_good_is_tied_whatever_its
     (row,) = recovery.summarize(tmp_path).values()
     assert row["identifiable"] == "TIED"
     assert not recovery.tied({"best": [{"objective": 1e-5, "recovers": False}]})  # the teacher was not kept
+    better = [{"objective": 1.0e-5, "recovers": False}, {"objective": 1.2e-5, "recovers": True}]
+    assert not recovery.tied({"best": better})  # a better rival is a miss, not a tie
 
 
 def test_the_identify_table_rescores_the_rows_under_another_penalty(tmp_path, capsys):
