@@ -20,15 +20,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
-from cellgraph.data.planted import first_cell, random_spec
 from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.screen import Screen
-from cellgraph.discover.space import CellSpace, from_cell
+from cellgraph.discover.space import CellSpace
 from cellgraph.files import write_json
-from cellgraph.targets import target
 
-__all__ = ["VARIANTS", "TARGETS", "screened", "target_cell", "screen_record", "table", "main"]
+__all__ = ["VARIANTS", "TARGETS", "screened", "screen_record", "table", "main"]
 
 #: The screens measured: name -> the screen.
 VARIANTS = {"conditioning": Screen(), "ablations": Screen(ablations=True)}
@@ -44,18 +43,12 @@ def screened(cells: Sequence[Expr], screen: Screen) -> dict[str, int]:
     return dict(counts.most_common())
 
 
-def target_cell(name: str) -> Expr:
-    """The candidate of target ``name`` (a target name or a ``minimal:...`` teacher)."""
-    tgt = first_cell(random_spec(name)) if random_spec(name) is not None else target(name)
-    return from_cell(tgt.cell, tgt.layout)
-
-
 def screen_record(targets: Sequence[str], three: int = 0, seed: int = 0) -> dict[str, Any]:
     """The record of the module docstring, without versions."""
     space = CellSpace()
     small = [*cells_of_size(1, space), *cells_of_size(2, space)]
     sample = random.Random(seed).sample(cells_of_size(3, space), three) if three else []
-    cells = {name: target_cell(name) for name in targets}
+    cells = {name: structure(name) for name in targets}
     rows = [{"variant": name, "draws": screen.draws, "small": screened(small, screen), "small_cells": len(small),
              "three": screened(sample, screen) if sample else None, "three_cells": len(sample),
              "targets": {t: screen.problem(cell) or "kept" for t, cell in cells.items()}}

@@ -4,14 +4,13 @@ from collections import Counter
 import pytest
 
 from cellgraph.cell.expr import Node, h, x
-from cellgraph.data.planted import first_cell, random_spec
+from cellgraph.benchmarks.reach import structure
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.screen import Screen
-from cellgraph.discover.space import CellSpace, from_cell
+from cellgraph.discover.space import CellSpace
 from cellgraph.discover.strategies import EnumerationSearch, LocalSearch, RandomSearch, Record
 from cellgraph.errors import CellGraphError
-from cellgraph.targets import target
 
 SPACE = CellSpace()
 NARROW = CellSpace(ops=("add", "mul"), activations=("tanh", "sigmoid", "identity"), kinds=("W",))
@@ -23,8 +22,7 @@ def _passes(root) -> bool:
 
 @pytest.mark.parametrize("name", ["rnn", "gru", "mgu", "mut1", "mut2", "mut3", "minimal:0:2-3", "minimal:1:2-3"])
 def test_the_named_targets_and_the_planted_random_teachers_pass_the_screen(name):
-    tgt = first_cell(random_spec(name)) if name.startswith("minimal") else target(name)
-    assert _passes(from_cell(tgt.cell, tgt.layout))
+    assert _passes(structure(name))
 
 
 def test_the_screen_refuses_cells_whose_states_grow_or_forget_and_names_why():
