@@ -130,6 +130,11 @@ class Strategy(Protocol):
     def to_dict(self) -> dict: ...
 
 
+def _keeps(screen: Screen | None, cell: Expr) -> bool:
+    """Whether ``screen`` keeps ``cell`` (every cell without one)."""
+    return screen is None or screen.problem(cell) is None
+
+
 def _screened(screen: Screen | None, space: CellSpace, rng: random.Random, rejected: Counter) -> Expr:
     """A random candidate (:func:`~cellgraph.discover.space.sample_cell`) that ``screen`` keeps,
     the others counted in ``rejected`` as ``screen: KIND``."""
@@ -287,8 +292,7 @@ class LocalSearch:
                 visited.add(centre.hash)
                 centre = better
                 continue
-            fresh = [(name, child) for name, child, key in around
-                     if key not in seen and (self.screen is None or self.screen.problem(child) is None)]
+            fresh = [(name, child) for name, child, key in around if key not in seen and _keeps(self.screen, child)]
             motif = [(name, child) for name, child in fresh if name.split()[0] in MOTIFS]
             if fresh:
                 name, child = (motif or fresh)[rng.randrange(len(motif or fresh))]
@@ -312,7 +316,7 @@ def _enumeration(space: CellSpace, nodes: int, seed: int, screen: Screen | None)
     """The cells :class:`EnumerationSearch` proposes, in order, with their hashes."""
     order: list[Expr] = []
     for k in range(max(1, space.min_nodes), min(nodes, space.max_nodes) + 1):
-        cells = [cell for cell in cells_of_size(k, space) if screen is None or screen.problem(cell) is None]
+        cells = [cell for cell in cells_of_size(k, space) if _keeps(screen, cell)]
         random.Random(f"{seed}/{k}").shuffle(cells)
         order += cells
     return tuple((cell, cell_hash(cell)) for cell in order)
