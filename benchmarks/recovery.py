@@ -75,7 +75,8 @@ RRNN_RUN = "RRNN_RUN"
 #: the motif moves from the most frequent cells of an RRNN run (:data:`RRNN_RUN`); ``tpe``
 #: (grouped multivariate TPE over the slot encoding) and ``enumerate`` (every cell of one and two
 #: nodes, smallest first, then random cells) start cold; ``enumerate-grow`` follows the list with
-#: local search that also inserts nodes, from the best listed cells; ``-screen`` proposes only
+#: local search that also inserts nodes, from the best listed cells; ``enumerate-expand-screen``
+#: with every insertion into a listed cell, the listed cells best first; ``-screen`` proposes only
 #: the cells the screen at initialisation keeps (docs/discover.md, *The screen*).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
@@ -93,6 +94,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "random-screen": ("--strategy", "random", "--screen"),
     "enumerate-screen": ("--strategy", "enumerate", "--screen"),
     "enumerate-grow-screen": ("--strategy", "enumerate", "--grow", "--screen"),
+    "enumerate-expand-screen": ("--strategy", "enumerate", "--expand", "--screen"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
@@ -201,6 +203,7 @@ def arm(config: dict[str, Any]) -> str:
     """The arm of :data:`ARMS` a run's ``cellgraph discover`` settings make (its strategy's
     name when no arm has them)."""
     flags = ("--strategy", config["strategy"], *(("--grow",) if config.get("grow") else ()),
+             *(("--expand",) if config.get("expand") else ()),
              *(("--screen",) if config.get("screen") else ()),
              *(("--motifs",) if config.get("motifs") else ()),
              *(("--first-improvement",) if config.get("first_improvement") else ()),

@@ -189,7 +189,8 @@ class _Search:
             if t.number not in self.parsed:
                 self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
             out.append(Record(t.number, self.parsed[t.number], t.user_attrs["hash"], t.user_attrs.get("loss"),
-                              t.state == TrialState.COMPLETE, t.params))
+                              t.state == TrialState.COMPLETE, t.params,
+                              t.intermediate_values.get(self.fidelity.epochs[0])))
         return out
 
     def run(self, rng: random.Random) -> None:

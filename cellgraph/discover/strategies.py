@@ -36,7 +36,10 @@ several workers share one search and a stopped search resumes from its study alo
   a local search with first improvement whose neighbourhood also has every insertion of a
   node (:func:`~cellgraph.discover.mutations.insertions`): a cell one node larger than the list
   is found from any of its sub-cells the search reaches as a centre (the best listed cell
-  first, then, at each local optimum, the best record not yet a centre).
+  first, then, at each local optimum, the best record not yet a centre). With ``expand`` the
+  list is followed by its best-first expansion instead: the insertions of the listed cells,
+  parent by parent in the order of their loss at the first rung, so the cells one node larger
+  than the list come in the order of how well their sub-cells did after the cheapest training.
 * :class:`TPESearch`: the tree-structured Parzen estimator (J. Bergstra, R. Bardenet, Y. Bengio,
   B. Kegl, "Algorithms for Hyper-Parameter Optimization", NeurIPS 2011) over the slot encoding
   of :mod:`cellgraph.discover.slots`, as Optuna's ``TPESampler(multivariate=True, group=True)``
@@ -94,8 +97,9 @@ MAX_DRAWS = 1000
 @dataclass(frozen=True)
 class Record:
     """One finished trial: its ``number``, candidate ``root`` and ``hash``, ``loss`` (None
-    when it failed), whether it reached full fidelity (``complete``) and the Optuna
-    parameters it was drawn as (``params``, empty for strategies that draw none)."""
+    when it failed), whether it reached full fidelity (``complete``), the Optuna
+    parameters it was drawn as (``params``, empty for strategies that draw none) and its loss
+    at the first rung (``first``, None when it trained none: a duplicate, a failure)."""
 
     number: int
     root: Expr
@@ -103,6 +107,7 @@ class Record:
     loss: float | None
     complete: bool
     params: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    first: float | None = None
 
 
 @dataclass(frozen=True)
@@ -328,19 +333,24 @@ class EnumerationSearch:
     nodes`` generated nodes, smallest first, each size in the order ``seed`` shuffles; the
     first not yet in the history is proposed, then random cells, or with ``grow`` a
     :class:`LocalSearch` with first improvement whose neighbourhood has every insertion of a
-    node, started from the best listed cell (``starts``: the listed ones). With ``screen``
-    only the cells it keeps are listed, grown and drawn."""
+    node, started from the best listed cell (``starts``: the listed ones), or with ``expand``
+    the insertions of the listed cells, best first (:meth:`expansion`). With ``screen`` only
+    the cells it keeps are listed, grown, expanded and drawn."""
 
     nodes: int = 2
     seed: int = 0
     grow: bool = False
     screen: Screen | None = None
+    expand: bool = False
 
     name = "enumerate"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise CellGraphError(f"enumeration: nodes must be >= 1, got {self.nodes}")
+        if self.grow and self.expand:
+            raise CellGraphError("enumeration: grow (local search) and expand (best first) are two ways to go on; "
+                                 "choose one")
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
@@ -352,11 +362,35 @@ class EnumerationSearch:
         if self.grow:
             return LocalSearch(len(listed), motifs=False, first_improvement=True, insert=True,
                                screen=self.screen).propose(history, space, rng, rejected)
+        if self.expand:
+            proposal = self.expansion(history, {key for _, key in listed}, space, seen)
+            if proposal is not None:
+                return proposal
         return Proposal(_screened(self.screen, space, rng, rejected), "random")
+
+    def expansion(self, history: Sequence[Record], listed: set[str], space: CellSpace,
+                  seen: set[str]) -> Proposal | None:
+        """Best-first expansion of the list: the listed cells that trained, in the order of
+        their loss at the first rung (the lowest first; ties by trial), each parent's
+        insertions of one node (:func:`~cellgraph.discover.mutations.insertions`) in the order
+        ``seed`` shuffles; the first not yet in the history (``seen``) that the screen keeps,
+        or None once every insertion of every listed cell is. A cell of ``nodes + 1`` nodes is
+        proposed as soon as its best-ranked sub-cell's turn comes, so how early depends on how
+        that sub-cell ranks after the cheapest training."""
+        parents = {r.hash: r for r in history if r.hash in listed and r.first is not None}
+        for parent in sorted(parents.values(), key=lambda r: (r.first, r.number)):
+            children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
+                        if name.startswith("insert ")]
+            random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
+            for child, key in children:
+                if key not in seen and _keeps(self.screen, child):
+                    return Proposal(child, "insert", parent.number)
+        return None
 
     def to_dict(self) -> dict:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
-                             **({"grow": True} if self.grow else {})}, self.screen)
+                             **({"grow": True} if self.grow else {}),
+                             **({"expand": True} if self.expand else {})}, self.screen)
 
 
 @contextlib.contextmanager

@@ -79,6 +79,10 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
         assert recovery.arm({"strategy": strategy, "grow": grow, "screen": 3, "seed_target": []}) == name
         (run, args, _), = recovery.runs(("minimal:0:2-3",), (name,), 1, 5)
         assert run == f"minimal0-2to3-{name}-s0" and "--screen" in args
+    assert recovery.arm({"strategy": "enumerate", "expand": True, "screen": 3,
+                         "seed_target": []}) == "enumerate-expand-screen"
+    (_, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-expand-screen",), 1, 5)
+    assert "--expand" in args and "--grow" not in args
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

@@ -113,6 +113,8 @@ def test_a_sized_random_teacher_runs_in_a_folder_named_after_it(tmp_path, capsys
     (["--teacher", "mgu", "--budget", "2", "--first-improvement"], "not of evolution search"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "local", "--grow"], "not local search"),
     (["--teacher", "mgu", "--budget", "2", "--screen"], "not evolution search"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--expand"], "--expand continues an enumeration"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "enumerate", "--grow", "--expand"], "choose one"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--screen", "0"], "--screen DRAWS must be >= 1"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--starts", "0"], "must be >= 1: --starts 0"),
     (["--teacher", "mgu", "--budget", "0"], "budget must be a positive"),

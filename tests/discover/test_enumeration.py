@@ -10,6 +10,7 @@ from cellgraph.cell.expr import Node, h, x
 from cellgraph.data.planted_values import load_planted_values
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
+from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.search import discover
 from cellgraph.discover.space import CellSpace, from_cell, validate
 from cellgraph.discover.strategies import EnumerationSearch, RandomSearch, Record
@@ -99,4 +100,46 @@ def test_an_enumeration_that_grows_finds_a_structure_one_node_beyond_its_list(tm
         result = discover(narrow, StructureEvaluator(target, noise=0.0), EnumerationSearch(1, 0, grow), budget,
                           seed=0, target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / str(grow))
         found[grow] = result.target
+    assert found[True] is not None and found[False] is None
+
+
+def test_expand_follows_the_list_with_the_insertions_of_its_cells_best_first_rung_loss_first():
+    narrow = CellSpace(ops=("add",), activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
+    ones = cells_of_size(1, narrow)
+    # the last listed cell did best at the first rung; the full-fidelity loss does not order them
+    history = [Record(k, cell, cell_hash(cell), 1.0, True, first=2.0 - k) for k, cell in enumerate(ones)]
+    strategy, rng = EnumerationSearch(nodes=1, expand=True), random.Random(0)
+    best = history[-1]
+    children = set()
+    while True:
+        proposal = strategy.propose(history, narrow, rng, Counter())
+        if proposal.parent != best.number:
+            break
+        assert proposal.origin == "insert" and len(proposal.root.internal_nodes()) == 2
+        children.add(cell_hash(proposal.root))
+        history.append(Record(len(history), proposal.root, cell_hash(proposal.root), 1.0, True, first=0.5))
+    assert len(children) > 3 and proposal.origin == "insert" and proposal.parent == 0  # then the next parent
+    # a cell expanded is not a parent: only the listed ones are, so the expansion ends and random cells follow
+    every = {cell_hash(child): child for one in ones for child in _insertions(one, narrow)}
+    history += [Record(len(history) + i, child, key, 1.0, True) for i, (key, child) in enumerate(every.items())]
+    assert strategy.propose(history, narrow, rng, Counter()).origin == "random"
+    assert strategy.to_dict()["expand"] is True and "expand" not in EnumerationSearch().to_dict()
+    with pytest.raises(CellGraphError, match="choose one"):
+        EnumerationSearch(grow=True, expand=True)
+
+
+def _insertions(cell, space):
+    return [child for name, child, _ in hashed_neighbours(cell, space, insert=True) if name.startswith("insert ")]
+
+
+def test_an_enumeration_that_expands_finds_a_structure_one_node_beyond_its_list(tmp_path):
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
+    target = Node("mul", "sigmoid", 2, Node("add", "tanh", 1, x, h), h)
+    budget = len(cells_of_size(1, narrow)) + 60
+    found = {}
+    for expand in (True, False):
+        result = discover(narrow, StructureEvaluator(target, noise=0.0), EnumerationSearch(1, 0, expand=expand),
+                          budget, seed=0, target_hash=cell_hash(target), show_progress=False,
+                          run_dir=tmp_path / str(expand))
+        found[expand] = result.target
     assert found[True] is not None and found[False] is None

@@ -79,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--grow", action="store_true",
                         help="enumerate: once every cell is listed, local search with first improvement from the "
                              "best listed cells, whose moves also insert a node, instead of random cells")
+    search.add_argument("--expand", action="store_true",
+                        help="enumerate: once every cell is listed, every insertion of a node into a listed cell, "
+                             "the listed cells taken best first by their loss at the first rung, instead of random "
+                             "cells")
     search.add_argument("--screen", type=int, nargs="?", const=3, default=None, metavar="DRAWS",
                         help="random, local and enumerate: propose only cells that pass the screen at "
                              "initialisation (bounded states that read their input and keep it, neither amplified nor "
@@ -184,8 +188,11 @@ def _check(args: argparse.Namespace) -> None:
                              f"not {'random search' if args.strategy == 'random' else 'enumeration'}")
     if args.first_improvement and args.strategy != "local":
         raise CellGraphError(f"--first-improvement is a rule of local search, not of {args.strategy} search")
-    if args.grow and args.strategy != "enumerate":
-        raise CellGraphError(f"--grow continues an enumeration, not {args.strategy} search")
+    for flag, on in (("--grow", args.grow), ("--expand", args.expand)):
+        if on and args.strategy != "enumerate":
+            raise CellGraphError(f"{flag} continues an enumeration, not {args.strategy} search")
+    if args.grow and args.expand:
+        raise CellGraphError("--grow and --expand are two ways to continue an enumeration: choose one")
     if args.screen is not None and args.strategy in ("evolution", "tpe"):
         raise CellGraphError(f"--screen filters random, local and enumerate proposals, not {args.strategy} search")
     if args.screen is not None and args.screen < 1:
@@ -336,7 +343,8 @@ def _search(args: argparse.Namespace) -> int:
                 "local": lambda: LocalSearch(args.starts, seeds, args.motifs, args.first_improvement, screen=screen),
                 "random": lambda: RandomSearch(screen),
                 "tpe": lambda: TPESearch(args.starts, seeds),
-                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen)}[args.strategy]()
+                "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen,
+                                                       args.expand)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
