@@ -26,13 +26,15 @@ from optuna.trial import FrozenTrial
 
 from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
-from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.mutations import hashed_neighbours
+from cellgraph.discover.screen import Screen
 from cellgraph.discover.space import CellSpace
+from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["sub_cells", "rung_ranks", "subcells", "table", "main"]
+__all__ = ["sub_cells", "rung_ranks", "expansion_place", "subcells", "table", "main"]
 
 
 def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
@@ -60,6 +62,31 @@ def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dic
     return rows
 
 
+def expansion_place(trials: Sequence[FrozenTrial], teacher: Expr, strategy: EnumerationSearch, first: int,
+                    space: CellSpace = CellSpace()) -> dict[str, Any] | None:
+    """Where ``teacher`` comes in the best-first expansion of ``strategy``'s list
+    (:meth:`~cellgraph.discover.strategies.EnumerationSearch.expansion_order`), given the
+    list's losses after ``first`` epochs in ``trials``: ``place`` (1: the first cell the
+    expansion trains; the cells the list phase trained and repeats do not count), the sub-cell
+    it comes from (``parent``: trial number, ``parent_rank`` among the listed cells that
+    trained, 1 the best); None while some listed cell has not trained, or when no listed cell
+    is one removal from the teacher."""
+    listed = {key for _, key in strategy.listed(space)}
+    records = [Record(t.number, cell_from_json(t.user_attrs["cell"]), t.user_attrs["hash"], t.user_attrs.get("loss"),
+                      False, {}, t.intermediate_values.get(first))
+               for t in trials if t.user_attrs.get("hash") in listed and first in t.intermediate_values]
+    if {r.hash for r in records} != listed:
+        return None
+    ranks = {r.number: k for k, r in enumerate(sorted(records, key=lambda r: (r.first, r.number)), 1)}
+    target, seen = cell_hash(teacher), set(listed)
+    for child, key, parent in strategy.expansion_order(records, listed, space):
+        if key == target:
+            return {"place": len(seen) - len(listed) + 1, "parent": parent, "parent_rank": ranks[parent],
+                    "parents": len(ranks)}
+        seen.add(key)
+    return None
+
+
 def subcells(run_dir: Path) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
     finished or not (``finished``: it wrote its ``discovery.json``)."""
@@ -76,9 +103,16 @@ def subcells(run_dir: Path) -> dict[str, Any]:
         raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
     root = structure(data["teacher"], data["seed"], data["weight_scale"])
     study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
-    return {"run": run_dir.name, "teacher": data["teacher"], "nodes": len(root.internal_nodes()),
-            "finished": (run_dir / "discovery.json").is_file(),
-            "rungs": rung_ranks(study.get_trials(deepcopy=False), sub_cells(root))}
+    trials = study.get_trials(deepcopy=False)
+    out = {"run": run_dir.name, "teacher": data["teacher"], "nodes": len(root.internal_nodes()),
+           "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root))}
+    settings = spec["strategy"]
+    if settings.get("expand"):
+        screen = settings.get("screen")
+        strategy = EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen),
+                                     expand=True)
+        out["expansion"] = expansion_place(trials, root, strategy, spec["fidelity"]["epochs"][0])
+    return out
 
 
 def table(records: list[dict[str, Any]]) -> str:
@@ -90,6 +124,11 @@ def table(records: list[dict[str, Any]]) -> str:
             head = f"{record['run']:<34} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
             lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g}" for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
+    places = [(r["run"], r["expansion"]) for r in records if "expansion" in r]
+    if places:
+        lines += ["", f"{'run':<34} {'place':>6} {'parent rank':>12}   (the teacher in the best-first expansion)"]
+        lines += [f"{run:<34} {'-':>6} {'-':>12}" if e is None else
+                  f"{run:<34} {e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}" for run, e in places]
     return "\n".join(lines)
 
 

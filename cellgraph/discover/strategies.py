@@ -355,7 +355,7 @@ class EnumerationSearch:
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
         seen = {r.hash for r in history}
-        listed = _enumeration(space, self.nodes, self.seed, self.screen)
+        listed = self.listed(space)
         for cell, key in listed:
             if key not in seen:
                 return Proposal(cell, "enumerate")
@@ -368,24 +368,34 @@ class EnumerationSearch:
                 return proposal
         return Proposal(_screened(self.screen, space, rng, rejected), "random")
 
+    def listed(self, space: CellSpace) -> tuple[tuple[Expr, str], ...]:
+        """The cells of ``1 .. nodes`` nodes in the order they are proposed, with their hashes."""
+        return _enumeration(space, self.nodes, self.seed, self.screen)
+
     def expansion(self, history: Sequence[Record], listed: set[str], space: CellSpace,
                   seen: set[str]) -> Proposal | None:
-        """Best-first expansion of the list: the listed cells that trained, in the order of
-        their loss at the first rung (the lowest first; ties by trial), each parent's
-        insertions of one node (:func:`~cellgraph.discover.mutations.insertions`) in the order
-        ``seed`` shuffles; the first not yet in the history (``seen``) that the screen keeps,
-        or None once every insertion of every listed cell is. A cell of ``nodes + 1`` nodes is
-        proposed as soon as its best-ranked sub-cell's turn comes, so how early depends on how
-        that sub-cell ranks after the cheapest training."""
+        """The first cell of :meth:`expansion_order` not yet in the history (``seen``), or None
+        once every insertion of every listed cell is."""
+        for child, key, parent in self.expansion_order(history, listed, space):
+            if key not in seen:
+                return Proposal(child, "insert", parent)
+        return None
+
+    def expansion_order(self, history: Sequence[Record], listed: set[str],
+                        space: CellSpace) -> Iterator[tuple[Expr, str, int]]:
+        """Best-first expansion of the list: the listed cells (hashes ``listed``) that trained,
+        in the order of their loss at the first rung (the lowest first; ties by trial), each
+        parent's insertions of one node (:func:`~cellgraph.discover.mutations.insertions`) in
+        the order ``seed`` shuffles, those the screen keeps, each with its hash and its parent's
+        trial number; a cell two parents share comes again. A cell of ``nodes + 1`` nodes comes
+        as soon as its best-ranked sub-cell's turn does, so how early depends on how that
+        sub-cell ranks after the cheapest training."""
         parents = {r.hash: r for r in history if r.hash in listed and r.first is not None}
         for parent in sorted(parents.values(), key=lambda r: (r.first, r.number)):
             children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
                         if name.startswith("insert ")]
             random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
-            for child, key in children:
-                if key not in seen and _keeps(self.screen, child):
-                    return Proposal(child, "insert", parent.number)
-        return None
+            yield from ((child, key, parent.number) for child, key in children if _keeps(self.screen, child))
 
     def to_dict(self) -> dict:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,

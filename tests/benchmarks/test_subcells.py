@@ -9,7 +9,9 @@ from optuna.trial import TrialState, create_trial
 from cellgraph.benchmarks import subcells
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.cli.main import main
-from cellgraph.discover.cache import cell_hash
+from cellgraph.discover.cache import cell_hash, cell_json
+from cellgraph.discover.space import CellSpace
+from cellgraph.discover.strategies import EnumerationSearch
 
 pytest.importorskip("torch")
 SIZES = ["--n-train", "40", "--n-val", "20", "--n-test", "20", "--seq-len", "4", "--p", "4", "--n-out", "2"]
@@ -61,3 +63,29 @@ def test_a_folder_without_a_search_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         subcells.main(["--records", str(tmp_path / "rec"), str(tmp_path)])
     assert "is not a search folder with its study" in capsys.readouterr().err
+
+
+def test_the_teachers_place_in_the_expansion_follows_its_best_sub_cells_rank_at_the_first_rung():
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    ones = [cell for cell, _ in strategy.listed(narrow)]
+    teacher = Node("add", "sigmoid", 2, ones[0], h)
+
+    def trials(losses):
+        study = optuna.create_study()
+        study.add_trials([create_trial(state=TrialState.PRUNED, intermediate_values={1: loss},
+                                       user_attrs={"hash": cell_hash(c), "cell": cell_json(c)})
+                          for c, loss in zip(ones, losses)])
+        return study.get_trials()
+
+    subs = set(subcells.sub_cells(teacher, narrow))
+    places = {}
+    for first in (0.1, 0.9):  # the teacher's sub-cells best, then worst, after the first rung
+        losses = [first if cell_hash(c) in subs else 0.5 + 0.01 * k for k, c in enumerate(ones)]
+        place = subcells.expansion_place(trials(losses), teacher, strategy, 1, narrow)
+        parents = sum(cell_hash(c) in subs for c in ones)
+        assert place["parents"] == len(ones) > parents
+        assert place["parent_rank"] == (1 if first < 0.5 else len(ones) - parents + 1)
+        places[first] = place["place"]
+    assert 1 <= places[0.1] < places[0.9]
+    assert subcells.expansion_place(trials([0.1])[:1], teacher, strategy, 1, narrow) is None  # the list unfinished
