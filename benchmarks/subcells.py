@@ -118,17 +118,18 @@ def subcells(run_dir: Path) -> dict[str, Any]:
 def table(records: list[dict[str, Any]]) -> str:
     """A row per run, rung and ranked cell: the run, rung epochs, cells at the rung and the best
     loss there, the cell, its rank and loss (a rung none reached: ``-``)."""
-    lines = [f"{'run':<34} {'epochs':>6} {'cells':>6} {'best':>10}  {'cell':<36} {'rank':>5} {'loss':>10}"]
+    w = max([34, *(len(r["run"]) for r in records)])
+    lines = [f"{'run':<{w}} {'epochs':>6} {'cells':>6} {'best':>10}  {'cell':<36} {'rank':>5} {'loss':>10}"]
     for record in records:
         for rung in record["rungs"]:
-            head = f"{record['run']:<34} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
+            head = f"{record['run']:<{w}} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
             lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g}" for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
     places = [(r["run"], r["expansion"]) for r in records if "expansion" in r]
     if places:
-        lines += ["", f"{'run':<34} {'place':>6} {'parent rank':>12}   (the teacher in the best-first expansion)"]
-        lines += [f"{run:<34} {'-':>6} {'-':>12}" if e is None else
-                  f"{run:<34} {e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}" for run, e in places]
+        lines += ["", f"{'run':<{w}} {'place':>6} {'parent rank':>12}   (the teacher in the best-first expansion)"]
+        lines += [f"{run:<{w}} {'-':>6} {'-':>12}" if e is None else
+                  f"{run:<{w}} {e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}" for run, e in places]
     return "\n".join(lines)
 
 
