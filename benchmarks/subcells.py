@@ -87,6 +87,13 @@ def expansion_place(trials: Sequence[FrozenTrial], teacher: Expr, strategy: Enum
     return None
 
 
+def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) -> int:
+    """How many distinct cells the best-first expansion of ``strategy``'s list holds (every
+    insertion into a listed cell that the screen keeps; the order does not change the count)."""
+    everyone = [Record(k, cell, key, None, False, {}, 0.0) for k, (cell, key) in enumerate(strategy.listed(space))]
+    return len({key for _, key, _ in strategy.expansion_order(everyone, {r.hash for r in everyone}, space)})
+
+
 def subcells(run_dir: Path) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
     finished or not (``finished``: it wrote its ``discovery.json``)."""
@@ -140,9 +147,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders, finished or not")
     p.add_argument("--records", default="runs/recovery", metavar="DIR", help="where the records go (default %(default)s)")
     p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
+    p.add_argument("--expansion-size", action="store_true",
+                   help="count the cells of the best-first expansion of the screened list of one and two nodes "
+                        "(about 10 minutes) into DIR/expansion-size.json")
     a = p.parse_args(argv)
     records = Path(a.records)
-    if not a.table:
+    if a.expansion_size:
+        records.mkdir(parents=True, exist_ok=True)
+        strategy = EnumerationSearch(2, screen=Screen(), expand=True)
+        write_json(records / "expansion-size.json", {"strategy": strategy.to_dict(), "cells": expansion_size(strategy),
+                                                     "versions": package_versions()})
+    elif not a.table:
         if not a.runs:
             p.error("give RUN_DIR... or --table")
         records.mkdir(parents=True, exist_ok=True)
@@ -153,6 +168,9 @@ def main(argv: list[str] | None = None) -> None:
                 p.exit(2, f"{p.prog}: error: {err}\n")
             write_json(records / f"subcells-{run_dir.name}.json", {**record, "versions": package_versions()})
     print(table([json.loads(f.read_text()) for f in sorted(records.glob("subcells-*.json"))]))
+    size = records / "expansion-size.json"
+    if size.is_file():
+        print(f"\nthe best-first expansion of the screened list holds {json.loads(size.read_text())['cells']:,} cells")
 
 
 if __name__ == "__main__":

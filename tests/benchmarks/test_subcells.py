@@ -10,6 +10,7 @@ from cellgraph.benchmarks import subcells
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.cli.main import main
 from cellgraph.discover.cache import cell_hash, cell_json
+from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.space import CellSpace
 from cellgraph.discover.strategies import EnumerationSearch
 
@@ -87,5 +88,13 @@ def test_the_teachers_place_in_the_expansion_follows_its_best_sub_cells_rank_at_
         assert place["parents"] == len(ones) > parents
         assert place["parent_rank"] == (1 if first < 0.5 else len(ones) - parents + 1)
         places[first] = place["place"]
-    assert 1 <= places[0.1] < places[0.9]
+    assert 1 <= places[0.1] < places[0.9] <= subcells.expansion_size(strategy, narrow)
     assert subcells.expansion_place(trials([0.1])[:1], teacher, strategy, 1, narrow) is None  # the list unfinished
+
+
+def test_the_expansion_size_counts_each_insertion_into_a_listed_cell_once():
+    narrow = CellSpace(ops=("add",), activations=("tanh",), kinds=("W",), max_nodes=2)
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    (one, _), = strategy.listed(narrow)
+    children = {key for name, _, key in hashed_neighbours(one, narrow, insert=True) if name.startswith("insert ")}
+    assert subcells.expansion_size(strategy, narrow) == len(children) > 1
