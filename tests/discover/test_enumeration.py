@@ -91,18 +91,6 @@ def test_grow_follows_the_list_with_insertions_around_the_best_listed_cell():
     assert "grow" not in EnumerationSearch(nodes=1).to_dict()  # studies made before it resume
 
 
-def test_an_enumeration_that_grows_finds_a_structure_one_node_beyond_its_list(tmp_path):
-    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
-    target = Node("mul", "sigmoid", 2, Node("add", "tanh", 1, x, h), h)
-    budget = len(cells_of_size(1, narrow)) + 60
-    found = {}
-    for grow in (True, False):
-        result = discover(narrow, StructureEvaluator(target, noise=0.0), EnumerationSearch(1, 0, grow), budget,
-                          seed=0, target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / str(grow))
-        found[grow] = result.target
-    assert found[True] is not None and found[False] is None
-
-
 def test_expand_follows_the_list_with_the_insertions_of_its_cells_best_first_rung_loss_first():
     narrow = CellSpace(ops=("add",), activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
     ones = cells_of_size(1, narrow)
@@ -132,14 +120,14 @@ def _insertions(cell, space):
     return [child for name, child, _ in hashed_neighbours(cell, space, insert=True) if name.startswith("insert ")]
 
 
-def test_an_enumeration_that_expands_finds_a_structure_one_node_beyond_its_list(tmp_path):
+def test_an_enumeration_that_grows_or_expands_finds_a_structure_one_node_beyond_its_list(tmp_path):
     narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
     target = Node("mul", "sigmoid", 2, Node("add", "tanh", 1, x, h), h)
     budget = len(cells_of_size(1, narrow)) + 60
     found = {}
-    for expand in (True, False):
-        result = discover(narrow, StructureEvaluator(target, noise=0.0), EnumerationSearch(1, 0, expand=expand),
-                          budget, seed=0, target_hash=cell_hash(target), show_progress=False,
-                          run_dir=tmp_path / str(expand))
-        found[expand] = result.target
-    assert found[True] is not None and found[False] is None
+    for name, strategy in (("grow", EnumerationSearch(1, 0, grow=True)), ("expand", EnumerationSearch(1, 0, expand=True)),
+                           ("list", EnumerationSearch(1, 0))):
+        result = discover(narrow, StructureEvaluator(target, noise=0.0), strategy, budget, seed=0,
+                          target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / name)
+        found[name] = result.target
+    assert found["grow"] is not None and found["expand"] is not None and found["list"] is None
