@@ -76,7 +76,9 @@ RRNN_RUN = "RRNN_RUN"
 #: (grouped multivariate TPE over the slot encoding) and ``enumerate`` (every cell of one and two
 #: nodes, smallest first, then random cells) start cold; ``enumerate-grow`` follows the list with
 #: local search that also inserts nodes, from the best listed cells; ``enumerate-expand-screen``
-#: with every insertion into a listed cell, the listed cells best first; ``-screen`` proposes only
+#: with every insertion into a listed cell, the listed cells best first, ``enumerate-expand-probe-screen``
+#: best first by the first rung's ranking and the second's in turn (the first rung a probe:
+#: give rungs such as ``--fidelity 1,5,20,60``); ``-screen`` proposes only
 #: the cells the screen at initialisation keeps (docs/discover.md, *The screen*).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
@@ -95,6 +97,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-screen": ("--strategy", "enumerate", "--screen"),
     "enumerate-grow-screen": ("--strategy", "enumerate", "--grow", "--screen"),
     "enumerate-expand-screen": ("--strategy", "enumerate", "--expand", "--screen"),
+    "enumerate-expand-probe-screen": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
@@ -205,6 +208,7 @@ def arm(config: dict[str, Any]) -> str:
     flags = ("--strategy", config["strategy"], *(("--grow",) if config.get("grow") else ()),
              *(("--expand",) if config.get("expand") else ()),
              *(("--screen",) if config.get("screen") else ()),
+             *(("--probes", str(config["probes"])) if config.get("probes") else ()),
              *(("--motifs",) if config.get("motifs") else ()),
              *(("--first-improvement",) if config.get("first_improvement") else ()),
              *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),

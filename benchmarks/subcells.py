@@ -10,7 +10,11 @@ of its fidelity: how many cells reached the rung, the best loss there, and the r
 lowest loss among them) and loss of the teacher and of each sub-cell that did. The record,
 ``DIR/subcells-RUN.json`` (the run's name, its teacher, whether it had finished, the rows and
 the package versions), is written and printed as a table; ``--table`` prints the records in
-``DIR`` and runs nothing.
+``DIR`` and runs nothing. A search with ``--expand`` also gets the teacher's place in its
+best-first expansion; ``--interleave`` takes searches of one teacher and seed at different first
+rungs (lists at 1 and at 5 epochs) and records the place when the expansion takes its parents
+from each run's ranking in turn, the order a search with those rungs as probes follows
+(``DIR/interleave-RUN+RUN.json``).
 
     python -m cellgraph.benchmarks.subcells --records results/recovery-small runs/recovery-small/minimal1-2to3-enumerate-grow-s0
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,6 +32,7 @@ from optuna.trial import FrozenTrial
 from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_from_json, cell_hash
+from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.screen import Screen
 from cellgraph.discover.space import CellSpace
@@ -34,7 +40,8 @@ from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["sub_cells", "rung_ranks", "expansion_place", "subcells", "table", "main"]
+__all__ = ["sub_cells", "rung_ranks", "records", "merged", "expansion_place", "interleaved", "interleave_table",
+           "subcells", "table", "main"]
 
 
 def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
@@ -62,27 +69,42 @@ def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dic
     return rows
 
 
-def expansion_place(trials: Sequence[FrozenTrial], teacher: Expr, strategy: EnumerationSearch, first: int,
+def records(trials: Sequence[FrozenTrial], early: Sequence[int]) -> list[Record]:
+    """The search's records of ``trials`` (those with a cell), ``early`` the epochs of the rungs
+    every candidate trains (:attr:`~cellgraph.discover.fidelity.Fidelity.early`)."""
+    return [Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), early) for t in trials
+            if "cell" in t.user_attrs]
+
+
+def merged(runs: Sequence[Sequence[Record]]) -> list[Record]:
+    """One record per cell that trained in every run of ``runs`` (searches of one teacher and
+    seed at different first rungs), its early losses each run's first-rung loss in turn, its
+    number the first run's: the records a search with those rungs as probes would have (the
+    evaluator trains each rung from scratch with the same seed)."""
+    losses = [{r.hash: r.early[0] for r in run if r.early} for run in runs]
+    return [replace(r, early=tuple(run[r.hash] for run in losses)) for r in runs[0]
+            if r.early and all(r.hash in run for run in losses)]
+
+
+def expansion_place(history: Sequence[Record], teacher: Expr, strategy: EnumerationSearch,
                     space: CellSpace = CellSpace()) -> dict[str, Any] | None:
     """Where ``teacher`` comes in the best-first expansion of ``strategy``'s list
     (:meth:`~cellgraph.discover.strategies.EnumerationSearch.expansion_order`), given the
-    list's losses after ``first`` epochs in ``trials``: ``place`` (1: the first cell the
-    expansion trains; the cells the list phase trained and repeats do not count), the sub-cell
-    it comes from (``parent``: trial number, ``parent_rank`` among the listed cells that
-    trained, 1 the best); None while some listed cell has not trained, or when no listed cell
-    is one removal from the teacher."""
+    list's early losses in ``history``: ``place`` (1: the first cell the expansion trains; the
+    cells the list phase trained and repeats do not count), the sub-cell it comes from
+    (``parent``: trial number, ``parent_rank``: its turn among the ``parents``, the listed
+    cells that trained, 1 the first expanded); None while some listed cell has not trained, or
+    when no listed cell is one removal from the teacher."""
     listed = {key for _, key in strategy.listed(space)}
-    records = [Record(t.number, cell_from_json(t.user_attrs["cell"]), t.user_attrs["hash"], t.user_attrs.get("loss"),
-                      False, {}, t.intermediate_values.get(first))
-               for t in trials if t.user_attrs.get("hash") in listed and first in t.intermediate_values]
-    if {r.hash for r in records} != listed:
+    history = [r for r in history if r.hash in listed and r.early]
+    if {r.hash for r in history} != listed:
         return None
-    ranks = {r.number: k for k, r in enumerate(sorted(records, key=lambda r: (r.first, r.number)), 1)}
-    target, seen = cell_hash(teacher), set(listed)
-    for child, key, parent in strategy.expansion_order(records, listed, space):
+    target, seen, turns = cell_hash(teacher), set(listed), {}
+    for child, key, parent in strategy.expansion_order(history, listed, space):
+        turns.setdefault(parent, len(turns) + 1)
         if key == target:
-            return {"place": len(seen) - len(listed) + 1, "parent": parent, "parent_rank": ranks[parent],
-                    "parents": len(ranks)}
+            return {"place": len(seen) - len(listed) + 1, "parent": parent, "parent_rank": turns[parent],
+                    "parents": len(history)}
         seen.add(key)
     return None
 
@@ -90,13 +112,12 @@ def expansion_place(trials: Sequence[FrozenTrial], teacher: Expr, strategy: Enum
 def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) -> int:
     """How many distinct cells the best-first expansion of ``strategy``'s list holds (every
     insertion into a listed cell that the screen keeps; the order does not change the count)."""
-    everyone = [Record(k, cell, key, None, False, {}, 0.0) for k, (cell, key) in enumerate(strategy.listed(space))]
+    everyone = [Record(k, cell, key, None, False, {}, (0.0,)) for k, (cell, key) in enumerate(strategy.listed(space))]
     return len({key for _, key, _ in strategy.expansion_order(everyone, {r.hash for r in everyone}, space)})
 
 
-def subcells(run_dir: Path) -> dict[str, Any]:
-    """The record of the module docstring (without versions) of the search in ``run_dir``,
-    finished or not (``finished``: it wrote its ``discovery.json``)."""
+def _load(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]:
+    """A teacher search's settings (``discover.json``), its teacher's structure and its trials."""
     import optuna
 
     from cellgraph.discover.storage import open_search_storage
@@ -110,16 +131,50 @@ def subcells(run_dir: Path) -> dict[str, Any]:
         raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
     root = structure(data["teacher"], data["seed"], data["weight_scale"])
     study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
-    trials = study.get_trials(deepcopy=False)
-    out = {"run": run_dir.name, "teacher": data["teacher"], "nodes": len(root.internal_nodes()),
-           "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root))}
+    return spec, root, study.get_trials(deepcopy=False)
+
+
+def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
+    """The best-first expansion a search's settings ran, or None when it ran none."""
     settings = spec["strategy"]
-    if settings.get("expand"):
-        screen = settings.get("screen")
-        strategy = EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen),
-                                     expand=True)
-        out["expansion"] = expansion_place(trials, root, strategy, spec["fidelity"]["epochs"][0])
+    if not settings.get("expand"):
+        return None
+    screen = settings.get("screen")
+    return EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen), expand=True)
+
+
+def subcells(run_dir: Path) -> dict[str, Any]:
+    """The record of the module docstring (without versions) of the search in ``run_dir``,
+    finished or not (``finished``: it wrote its ``discovery.json``)."""
+    spec, root, trials = _load(run_dir)
+    out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
+           "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root))}
+    strategy = _expansion(spec)
+    if strategy is not None:
+        out["expansion"] = expansion_place(records(trials, Fidelity.from_dict(spec["fidelity"]).early), root, strategy)
     return out
+
+
+def interleaved(run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """The teacher's place when the expansion ranks the list at the first rung of each of
+    ``run_dirs`` in turn (:func:`merged`): best-first expansion searches of one teacher, data,
+    strategy and seed whose first rungs differ, their lists done. The record: the ``runs``,
+    ``teacher``, each run's first rung (``epochs``) and the ``expansion`` place."""
+    loaded = [_load(d) for d in run_dirs]
+    spec = loaded[0][0]
+    same = ("evaluator", "strategy", "seed", "space")
+    for run_dir, (other, _, _) in zip(run_dirs[1:], loaded[1:]):
+        differ = [key for key in same if other.get(key) != spec.get(key)]
+        if differ:
+            raise CellGraphError(f"{run_dir} is not the search of {run_dirs[0]} at another rung "
+                                 f"({', '.join(differ)} differ)")
+    strategy = _expansion(spec)
+    if strategy is None:
+        raise CellGraphError(f"{run_dirs[0]} ran no best-first expansion (--expand)")
+    epochs = [Fidelity.from_dict(s["fidelity"]).epochs[0] for s, _, _ in loaded]
+    history = merged([records(trials, (first,)) for first, (_, _, trials) in zip(epochs, loaded)])
+    return {"runs": [d.name for d in run_dirs], "teacher": spec["evaluator"]["data"]["teacher"], "epochs": epochs,
+            "expansion": expansion_place(history, loaded[0][1], strategy)}
 
 
 def table(records: list[dict[str, Any]]) -> str:
@@ -140,6 +195,16 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def interleave_table(records: list[dict[str, Any]]) -> str:
+    """A row per interleaving record: its runs, their first rungs, the place and parent's turn."""
+    lines = [f"{'runs, ranked in turn':<60} {'epochs':>8} {'place':>6} {'parent turn':>12}"]
+    for record in records:
+        e, epochs = record["expansion"], ",".join(map(str, record["epochs"]))
+        tail = f"{'-':>6} {'-':>12}" if e is None else f"{e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}"
+        lines.append(f"{' + '.join(record['runs']):<60} {epochs:>8} {tail}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     from cellgraph.experiment.runs import package_versions
 
@@ -147,28 +212,37 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders, finished or not")
     p.add_argument("--records", default="runs/recovery", metavar="DIR", help="where the records go (default %(default)s)")
     p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
+    p.add_argument("--interleave", action="store_true",
+                   help="one record of the RUN_DIRs together (best-first expansion searches of one teacher and seed "
+                        "whose first rungs differ): the teacher's place when the expansion ranks the list by each "
+                        "run's first rung in turn, as a search with those rungs as probes would")
     p.add_argument("--expansion-size", action="store_true",
                    help="count the cells of the best-first expansion of the screened list of one and two nodes "
                         "(about 10 minutes) into DIR/expansion-size.json")
     a = p.parse_args(argv)
-    records = Path(a.records)
+    folder = Path(a.records)
     if a.expansion_size:
-        records.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         strategy = EnumerationSearch(2, screen=Screen(), expand=True)
-        write_json(records / "expansion-size.json", {"strategy": strategy.to_dict(), "cells": expansion_size(strategy),
-                                                     "versions": package_versions()})
+        write_json(folder / "expansion-size.json", {"strategy": strategy.to_dict(), "cells": expansion_size(strategy),
+                                                    "versions": package_versions()})
     elif not a.table:
-        if not a.runs:
-            p.error("give RUN_DIR... or --table")
-        records.mkdir(parents=True, exist_ok=True)
-        for run_dir in a.runs:
-            try:
-                record = subcells(run_dir)
-            except CellGraphError as err:
-                p.exit(2, f"{p.prog}: error: {err}\n")
-            write_json(records / f"subcells-{run_dir.name}.json", {**record, "versions": package_versions()})
-    print(table([json.loads(f.read_text()) for f in sorted(records.glob("subcells-*.json"))]))
-    size = records / "expansion-size.json"
+        if len(a.runs) < 1 + a.interleave:
+            p.error("give RUN_DIR... (two or more with --interleave) or --table")
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            if a.interleave:
+                write_json(folder / f"interleave-{'+'.join(d.name for d in a.runs)}.json",
+                           {**interleaved(a.runs), "versions": package_versions()})
+            for run_dir in [] if a.interleave else a.runs:
+                write_json(folder / f"subcells-{run_dir.name}.json",
+                           {**subcells(run_dir), "versions": package_versions()})
+        except CellGraphError as err:
+            p.exit(2, f"{p.prog}: error: {err}\n")
+    singles, mixed = ([json.loads(f.read_text()) for f in sorted(folder.glob(f"{kind}-*.json"))]
+                      for kind in ("subcells", "interleave"))
+    print("\n\n".join([table(singles)] * bool(singles) + [interleave_table(mixed)] * bool(mixed)))
+    size = folder / "expansion-size.json"
     if size.is_file():
         print(f"\nthe best-first expansion of the screened list holds {json.loads(size.read_text())['cells']:,} cells")
 

@@ -8,6 +8,10 @@ way when a trial reports): a candidate trains ``e_0`` epochs; after rung ``k`` i
 rung ``k + 1`` only when its loss is among the best ``max(1, floor(n / eta))`` of the ``n``
 losses recorded at rung ``k`` so far (its own included), else it stops there (the trial is
 PRUNED). :meth:`Fidelity.successive_halving` makes the ladder ``m, m eta, m eta^2, ...``.
+The first ``probes`` rungs prune nothing: every candidate trains through them, so each has its
+loss at every one of the :attr:`Fidelity.early` rungs (the probes and the first rung that
+prunes), which the best-first expansion ranks its parents by
+(:meth:`cellgraph.discover.strategies.EnumerationSearch.expansion_order`).
 
 Budgets are counted in full-fidelity evaluations: epochs spent divided by ``e_K``. A rung
 costs ``e_k`` epochs, or ``e_k - e_{k-1}`` when the evaluator resumes its training
@@ -26,16 +30,21 @@ __all__ = ["Fidelity"]
 
 @dataclass(frozen=True)
 class Fidelity:
-    """Rungs ``epochs`` (increasing; the last is full fidelity) and the reduction factor ``eta``."""
+    """Rungs ``epochs`` (increasing; the last is full fidelity), the reduction factor ``eta``
+    and how many of the first rungs promote every candidate (``probes``)."""
 
     epochs: tuple[int, ...] = (1,)
     eta: int = 3
+    probes: int = 0
 
     def __post_init__(self) -> None:
         if not self.epochs or any(e < 1 for e in self.epochs) or list(self.epochs) != sorted(set(self.epochs)):
             raise CellGraphError(f"fidelity rungs must be increasing positive epochs, got {self.epochs}")
         if self.eta < 2:
             raise CellGraphError(f"the reduction factor eta must be >= 2, got {self.eta}")
+        if not 0 <= self.probes < len(self.epochs):
+            raise CellGraphError(f"probes must be 0 to {len(self.epochs) - 1} (rungs before the last), got "
+                                 f"{self.probes}")
 
     @staticmethod
     def successive_halving(min_epochs: int = 1, eta: int = 3, rungs: int = 3) -> "Fidelity":
@@ -47,6 +56,12 @@ class Fidelity:
         """Epochs of full fidelity."""
         return self.epochs[-1]
 
+    @property
+    def early(self) -> tuple[int, ...]:
+        """The rungs every candidate that does not fail trains: the probes and the first rung
+        that prunes."""
+        return self.epochs[:self.probes + 1]
+
     def cost(self, rung: int, resumes: bool) -> int:
         """Epochs that rung ``rung`` trains."""
         return self.epochs[rung] - (self.epochs[rung - 1] if resumes and rung else 0)
@@ -57,5 +72,15 @@ class Fidelity:
         better = sum(1 for other in losses if other < loss)
         return better < max(1, len(losses) // self.eta)
 
+    def goes_on(self, rung: int, loss: float, losses: Sequence[float]) -> bool:
+        """Whether a candidate with ``loss`` at rung ``rung`` (not the last) trains the next:
+        always after a probe, else as :meth:`promote` says."""
+        return rung < self.probes or self.promote(loss, losses)
+
+    @staticmethod
+    def from_dict(record: dict) -> "Fidelity":
+        """The fidelity :meth:`to_dict` wrote ``record`` from."""
+        return Fidelity(tuple(record["epochs"]), record["eta"], record.get("probes", 0))
+
     def to_dict(self) -> dict:
-        return {"epochs": list(self.epochs), "eta": self.eta}
+        return {"epochs": list(self.epochs), "eta": self.eta, **({"probes": self.probes} if self.probes else {})}

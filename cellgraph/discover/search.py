@@ -188,9 +188,7 @@ class _Search:
                 continue
             if t.number not in self.parsed:
                 self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
-            out.append(Record(t.number, self.parsed[t.number], t.user_attrs["hash"], t.user_attrs.get("loss"),
-                              t.state == TrialState.COMPLETE, t.params,
-                              t.intermediate_values.get(self.fidelity.epochs[0])))
+            out.append(Record.from_trial(t, self.parsed[t.number], self.fidelity.early))
         return out
 
     def run(self, rng: random.Random) -> None:
@@ -278,7 +276,7 @@ class _Search:
                 break
             trial.report(loss, epochs)
             trial.set_user_attr("loss", loss)
-            if rung + 1 < len(self.fidelity.epochs) and not self.fidelity.promote(loss, self.rung_losses(epochs)):
+            if rung + 1 < len(self.fidelity.epochs) and not self.fidelity.goes_on(rung, loss, self.rung_losses(epochs)):
                 state = TrialState.PRUNED
                 break
         trial.set_user_attr("cpu_s", time.process_time() - start)

@@ -39,7 +39,10 @@ several workers share one search and a stopped search resumes from its study alo
   first, then, at each local optimum, the best record not yet a centre). With ``expand`` the
   list is followed by its best-first expansion instead: the insertions of the listed cells,
   parent by parent in the order of their loss at the first rung, so the cells one node larger
-  than the list come in the order of how well their sub-cells did after the cheapest training.
+  than the list come in the order of how well their sub-cells did after the cheapest training;
+  with probe rungs (:class:`~cellgraph.discover.fidelity.Fidelity` ``probes``) the parents are
+  ranked at each early rung and the rankings taken in turn, for no single training ranks every
+  teacher's sub-cell well.
 * :class:`TPESearch`: the tree-structured Parzen estimator (J. Bergstra, R. Bardenet, Y. Bengio,
   B. Kegl, "Algorithms for Hyper-Parameter Optimization", NeurIPS 2011) over the slot encoding
   of :mod:`cellgraph.discover.slots`, as Optuna's ``TPESampler(multivariate=True, group=True)``
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import random
 import warnings
 from collections import Counter
@@ -98,8 +102,10 @@ MAX_DRAWS = 1000
 class Record:
     """One finished trial: its ``number``, candidate ``root`` and ``hash``, ``loss`` (None
     when it failed), whether it reached full fidelity (``complete``), the Optuna
-    parameters it was drawn as (``params``, empty for strategies that draw none) and its loss
-    at the first rung (``first``, None when it trained none: a duplicate, a failure)."""
+    parameters it was drawn as (``params``, empty for strategies that draw none) and its losses
+    at the rungs every candidate trains (``early``: the fidelity's probes and its first rung
+    that prunes, :attr:`~cellgraph.discover.fidelity.Fidelity.early`; fewer or none when it
+    failed or trained none, as a duplicate)."""
 
     number: int
     root: Expr
@@ -107,7 +113,16 @@ class Record:
     loss: float | None
     complete: bool
     params: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    first: float | None = None
+    early: tuple[float, ...] = ()
+
+    @classmethod
+    def from_trial(cls, trial: FrozenTrial, root: Expr, early: Sequence[int]) -> "Record":
+        """The record of a search's ``trial`` (its user attributes ``hash`` and ``loss``), its
+        candidate ``root`` read from it, ``early`` the rungs' epochs of :attr:`early`."""
+        values = trial.intermediate_values
+        return cls(trial.number, root, trial.user_attrs["hash"], trial.user_attrs.get("loss"),
+                   trial.state == TrialState.COMPLETE, trial.params,
+                   tuple(values[e] for e in itertools.takewhile(values.__contains__, early)))
 
 
 @dataclass(frozen=True)
@@ -384,14 +399,15 @@ class EnumerationSearch:
     def expansion_order(self, history: Sequence[Record], listed: set[str],
                         space: CellSpace) -> Iterator[tuple[Expr, str, int]]:
         """Best-first expansion of the list: the listed cells (hashes ``listed``) that trained,
-        in the order of their loss at the first rung (the lowest first; ties by trial), each
-        parent's insertions of one node (:func:`~cellgraph.discover.mutations.insertions`) in
-        the order ``seed`` shuffles, those the screen keeps, each with its hash and its parent's
-        trial number; a cell two parents share comes again. A cell of ``nodes + 1`` nodes comes
-        as soon as its best-ranked sub-cell's turn does, so how early depends on how that
-        sub-cell ranks after the cheapest training."""
-        parents = {r.hash: r for r in history if r.hash in listed and r.first is not None}
-        for parent in sorted(parents.values(), key=lambda r: (r.first, r.number)):
+        best first (:func:`_interleaved`: by their loss at the first rung, or, when the records
+        have losses at several early rungs, by each rung's ranking in turn), each parent's
+        insertions of one node (:func:`~cellgraph.discover.mutations.insertions`) in the order
+        ``seed`` shuffles, those the screen keeps, each with its hash and its parent's trial
+        number; a cell two parents share comes again. A cell of ``nodes + 1`` nodes comes as
+        soon as its best-ranked sub-cell's turn does, so how early depends on how that sub-cell
+        ranks after the cheapest trainings."""
+        parents = {r.hash: r for r in history if r.hash in listed and r.early}
+        for parent in _interleaved(list(parents.values())):
             children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
                         if name.startswith("insert ")]
             random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
@@ -401,6 +417,25 @@ class EnumerationSearch:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
                              **({"grow": True} if self.grow else {}),
                              **({"expand": True} if self.expand else {})}, self.screen)
+
+
+def _interleaved(records: Sequence[Record]) -> Iterator[Record]:
+    """``records`` ranked by their loss at each early rung (the lowest first, ties by trial;
+    rung ``j`` ranks those with a loss there), the rankings taken in turn, one record from each,
+    a record already taken skipped: each record comes no later than about as many places as
+    rankings times its best rank."""
+    depth = max((len(r.early) for r in records), default=0)
+    rankings = [iter(sorted((r for r in records if len(r.early) > j), key=lambda r: (r.early[j], r.number)))
+                for j in range(depth)]
+    taken: set[int] = set()
+    while rankings:
+        for ranking in list(rankings):
+            record = next((r for r in ranking if r.number not in taken), None)
+            if record is None:
+                rankings.remove(ranking)
+                continue
+            taken.add(record.number)
+            yield record
 
 
 @contextlib.contextmanager

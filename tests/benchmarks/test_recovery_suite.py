@@ -83,6 +83,11 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
                          "seed_target": []}) == "enumerate-expand-screen"
     (_, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-expand-screen",), 1, 5)
     assert "--expand" in args and "--grow" not in args
+    assert recovery.arm({"strategy": "enumerate", "expand": True, "screen": 3, "probes": 1,
+                         "seed_target": []}) == "enumerate-expand-probe-screen"
+    (_, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-expand-probe-screen",), 1, 5,
+                                  ("--fidelity", "1,5,20"))
+    assert args[args.index("--probes") + 1] == "1" and "--fidelity" in args
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

@@ -72,24 +72,64 @@ def test_the_teachers_place_in_the_expansion_follows_its_best_sub_cells_rank_at_
     ones = [cell for cell, _ in strategy.listed(narrow)]
     teacher = Node("add", "sigmoid", 2, ones[0], h)
 
-    def trials(losses):
+    def history(losses):
         study = optuna.create_study()
         study.add_trials([create_trial(state=TrialState.PRUNED, intermediate_values={1: loss},
                                        user_attrs={"hash": cell_hash(c), "cell": cell_json(c)})
                           for c, loss in zip(ones, losses)])
-        return study.get_trials()
+        return subcells.records(study.get_trials(), (1,))
 
     subs = set(subcells.sub_cells(teacher, narrow))
     places = {}
     for first in (0.1, 0.9):  # the teacher's sub-cells best, then worst, after the first rung
         losses = [first if cell_hash(c) in subs else 0.5 + 0.01 * k for k, c in enumerate(ones)]
-        place = subcells.expansion_place(trials(losses), teacher, strategy, 1, narrow)
+        place = subcells.expansion_place(history(losses), teacher, strategy, narrow)
         parents = sum(cell_hash(c) in subs for c in ones)
         assert place["parents"] == len(ones) > parents
         assert place["parent_rank"] == (1 if first < 0.5 else len(ones) - parents + 1)
         places[first] = place["place"]
     assert 1 <= places[0.1] < places[0.9] <= subcells.expansion_size(strategy, narrow)
-    assert subcells.expansion_place(trials([0.1])[:1], teacher, strategy, 1, narrow) is None  # the list unfinished
+    assert subcells.expansion_place(history([0.1])[:1], teacher, strategy, narrow) is None  # the list unfinished
+
+
+def test_interleaving_two_runs_rankings_gives_the_place_of_a_search_with_a_probe_rung(tmp_path, capsys):
+    """What ``--interleave`` computes from searches at 1 and at 2 epochs is what a search with
+    rungs 1,2 and one probe does: the evaluator trains each rung from scratch, same seed."""
+    def run(name, *fidelity):
+        assert main(["discover", "--teacher", "minimal:0:2-3", "--weight-scale", "1", "--strategy", "enumerate",
+                     "--expand", "--nodes", "1", "--budget", "30", "--restarts", "1", "--dir", str(tmp_path / name),
+                     *fidelity, *SIZES]) == 0
+        return tmp_path / name
+
+    one, two, probed = run("one", "--fidelity", "1"), run("two", "--fidelity", "2"), \
+        run("probed", "--fidelity", "1,2", "--probes", "1")
+    capsys.readouterr()
+    rec = tmp_path / "rec"
+    subcells.main(["--records", str(rec), str(probed)])
+    subcells.main(["--records", str(rec), "--interleave", str(one), str(two)])
+    mixed = json.loads((rec / "interleave-one+two.json").read_text())
+    assert mixed["epochs"] == [1, 2] and mixed["expansion"] is not None
+    assert mixed["expansion"] == json.loads((rec / "subcells-probed.json").read_text())["expansion"]
+    assert "one + two" in capsys.readouterr().out
+    # the whole order of the parents, not only the teacher's: the merged records rank as the probed search's
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    listed = {key for _, key in strategy.listed(CellSpace())}
+
+    def turns(history):
+        hashes = {r.number: r.hash for r in history}
+        return list(dict.fromkeys(hashes[p] for _, _, p in strategy.expansion_order(history, listed, CellSpace())))
+
+    def history(folder, early):
+        trials = optuna.load_study(study_name="discover", storage=f"sqlite:///{folder / 'study.db'}").trials
+        return subcells.records(trials, early)
+
+    singles = [history(one, (1,)), history(two, (2,))]
+    assert turns(subcells.merged(singles)) == turns(history(probed, (1, 2))) not in map(turns, singles)
+    other = run("other", "--fidelity", "2", "--seed", "1")  # another seed is another search
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        subcells.main(["--records", str(rec), "--interleave", str(one), str(other)])
+    assert "other is not the search of" in capsys.readouterr().err
 
 
 def test_the_expansion_size_counts_each_insertion_into_a_listed_cell_once():

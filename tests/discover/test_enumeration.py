@@ -95,7 +95,7 @@ def test_expand_follows_the_list_with_the_insertions_of_its_cells_best_first_run
     narrow = CellSpace(ops=("add",), activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
     ones = cells_of_size(1, narrow)
     # the last listed cell did best at the first rung; the full-fidelity loss does not order them
-    history = [Record(k, cell, cell_hash(cell), 1.0, True, first=2.0 - k) for k, cell in enumerate(ones)]
+    history = [Record(k, cell, cell_hash(cell), 1.0, True, early=(2.0 - k,)) for k, cell in enumerate(ones)]
     strategy, rng = EnumerationSearch(nodes=1, expand=True), random.Random(0)
     best = history[-1]
     children = set()
@@ -105,7 +105,7 @@ def test_expand_follows_the_list_with_the_insertions_of_its_cells_best_first_run
             break
         assert proposal.origin == "insert" and len(proposal.root.internal_nodes()) == 2
         children.add(cell_hash(proposal.root))
-        history.append(Record(len(history), proposal.root, cell_hash(proposal.root), 1.0, True, first=0.5))
+        history.append(Record(len(history), proposal.root, cell_hash(proposal.root), 1.0, True, early=(0.5,)))
     assert len(children) > 3 and proposal.origin == "insert" and proposal.parent == 0  # then the next parent
     # a cell expanded is not a parent: only the listed ones are, so the expansion ends and random cells follow
     every = {cell_hash(child): child for one in ones for child in _insertions(one, narrow)}
@@ -114,6 +114,23 @@ def test_expand_follows_the_list_with_the_insertions_of_its_cells_best_first_run
     assert strategy.to_dict()["expand"] is True and "expand" not in EnumerationSearch().to_dict()
     with pytest.raises(CellGraphError, match="choose one"):
         EnumerationSearch(grow=True, expand=True)
+
+
+def test_with_two_early_rungs_the_expansion_takes_its_parents_from_each_rungs_ranking_in_turn():
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
+    ones = cells_of_size(1, narrow)
+    n = len(ones)
+    # rung 0 ranks the listed cells 0, 1, 2, ...; rung 1 the other way round
+    history = [Record(k, cell, cell_hash(cell), 1.0, False, early=(k, -k)) for k, cell in enumerate(ones)]
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    turns = list(dict.fromkeys(parent for _, _, parent in
+                               strategy.expansion_order(history, {r.hash for r in history}, narrow)))
+    assert n >= 4 and turns[:4] == [0, n - 1, 1, n - 2] and sorted(turns) == list(range(n))
+    # a record without the second rung's loss (pruned by a failure) is ranked by the first alone
+    history[0] = Record(0, ones[0], cell_hash(ones[0]), None, False, early=(99.0,))
+    turns = list(dict.fromkeys(parent for _, _, parent in
+                               strategy.expansion_order(history, {r.hash for r in history}, narrow)))
+    assert turns[:3] == [1, n - 1, 2] and turns[-1] == 0
 
 
 def _insertions(cell, space):

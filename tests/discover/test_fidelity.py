@@ -36,3 +36,19 @@ def test_promotion_keeps_the_floor_of_len_over_eta():
 def test_to_dict_names_the_rungs_and_eta():
     """The study records these settings; a stored study is compared with them key by key."""
     assert Fidelity((20, 60), 3).to_dict() == {"epochs": [20, 60], "eta": 3}
+    assert "probes" not in Fidelity((20, 60), 3).to_dict()  # studies made before probes resume
+
+
+def test_probe_rungs_promote_every_candidate_then_successive_halving_prunes():
+    f = Fidelity((1, 5, 20), 10, probes=1)
+    assert f.early == (1, 5) and Fidelity((1, 5, 20), 10).early == (1,)
+    assert f.goes_on(0, 0.9, [0.1, 0.2, 0.9])  # a probe: the worst goes on
+    assert not f.goes_on(1, 0.9, [0.1, 0.2, 0.9]) and f.goes_on(1, 0.1, [0.1, 0.2, 0.9])
+    assert Fidelity.from_dict(f.to_dict()) == f and f.to_dict()["probes"] == 1
+    assert Fidelity.from_dict({"epochs": [5, 20], "eta": 3}) == Fidelity((5, 20), 3)
+
+
+@pytest.mark.parametrize("probes", [-1, 3])
+def test_probes_must_leave_the_last_rung(probes):
+    with pytest.raises(CellGraphError, match="probes must be 0 to 2"):
+        Fidelity((1, 5, 20), 3, probes)

@@ -11,7 +11,7 @@ from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.search import discover
 from cellgraph.discover.space import CellSpace, from_cell
-from cellgraph.discover.strategies import RandomSearch, RegularizedEvolution
+from cellgraph.discover.strategies import RandomSearch, Record, RegularizedEvolution
 from cellgraph.discover.synthetic import StructureEvaluator
 from cellgraph.errors import CellGraphError
 from tests.discover.cells import small
@@ -41,6 +41,20 @@ def test_successive_halving_spends_exactly_the_budget_and_prunes(tmp_path):
     assert json.loads((tmp_path / "result.json").read_text())["evaluations"] == 10
     recorded = json.loads((tmp_path / "discover.json").read_text())
     assert recorded["fidelity"]["epochs"] == [1, 3, 9] and "optuna" in recorded["versions"]
+
+
+def test_probe_rungs_train_every_candidate_and_fill_its_early_losses(tmp_path):
+    evaluator = LoggingEvaluator(str(tmp_path / "log"), sleep=0)
+    fidelity = Fidelity((1, 3, 9), 3, probes=1)
+    discover(SMALL, evaluator, RandomSearch(), 10, fidelity=fidelity, show_progress=False, run_dir=tmp_path)
+    trials = [t for t in optuna.load_study(study_name="discover", storage=f"sqlite:///{tmp_path / 'study.db'}")
+              .get_trials() if "duplicate_of" not in t.user_attrs and t.intermediate_values]
+    # every candidate trains through the probe; successive halving prunes from the next rung on
+    assert all(3 in t.intermediate_values for t in trials if t.user_attrs.get("budget") is None)
+    assert 0 < sum(9 in t.intermediate_values for t in trials) < len(trials)
+    records = [Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), fidelity.early) for t in trials]
+    assert all(r.early == (t.intermediate_values[1], t.intermediate_values[3]) for r, t in zip(records, trials)
+               if t.user_attrs.get("budget") is None)
 
 
 def _worker(storage: str, worker: int, budget: int, log: Path, kill_at: int | None = None) -> subprocess.Popen:

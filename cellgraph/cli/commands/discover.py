@@ -120,6 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--fidelity", default=None, metavar="E1,E2,...",
                        help="successive-halving rungs in epochs, the last full fidelity (instead of --epochs)")
     train.add_argument("--eta", type=int, default=3, help="successive halving's reduction factor (default 3)")
+    train.add_argument("--probes", type=int, default=0, metavar="K",
+                       help="the first K rungs prune nothing: every candidate trains them, and --expand takes its "
+                            "parents from each such rung's ranking and the next rung's in turn (default 0)")
     for name, (kind, default) in FIT.items():
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"(default {default})")
     train.add_argument("--penalty", choices=("relative", "absolute"), default="relative",
@@ -228,12 +231,12 @@ def _fidelity(args: argparse.Namespace):
 
     if args.fidelity is None:
         rungs = (args.epochs,) if args.epochs is not None else TASK_RUNGS if args.task else PLANTED_RUNGS
-        return Fidelity(rungs, args.eta)
+        return Fidelity(rungs, args.eta, args.probes)
     try:
         rungs = tuple(int(e) for e in args.fidelity.split(","))
     except ValueError:
         raise CellGraphError(f"--fidelity {args.fidelity!r}: give increasing epochs such as 5,20") from None
-    return Fidelity(rungs, args.eta)
+    return Fidelity(rungs, args.eta, args.probes)
 
 
 def _folder(args: argparse.Namespace) -> Path:
