@@ -41,7 +41,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
 __all__ = ["sub_cells", "rung_ranks", "records", "merged", "expansion_place", "interleaved", "interleave_table",
-           "subcells", "table", "main"]
+           "load_search", "subcells", "table", "main"]
 
 
 def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
@@ -116,7 +116,7 @@ def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) 
     return len({key for _, key, _ in strategy.expansion_order(everyone, {r.hash for r in everyone}, space)})
 
 
-def _load(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]:
+def load_search(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]:
     """A teacher search's settings (``discover.json``), its teacher's structure and its trials."""
     import optuna
 
@@ -146,7 +146,7 @@ def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
 def subcells(run_dir: Path) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
     finished or not (``finished``: it wrote its ``discovery.json``)."""
-    spec, root, trials = _load(run_dir)
+    spec, root, trials = load_search(run_dir)
     out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
            "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root))}
     strategy = _expansion(spec)
@@ -160,7 +160,7 @@ def interleaved(run_dirs: Sequence[Path]) -> dict[str, Any]:
     ``run_dirs`` in turn (:func:`merged`): best-first expansion searches of one teacher, data,
     strategy and seed whose first rungs differ, their lists done. The record: the ``runs``,
     ``teacher``, each run's first rung (``epochs``) and the ``expansion`` place."""
-    loaded = [_load(d) for d in run_dirs]
+    loaded = [load_search(d) for d in run_dirs]
     spec = loaded[0][0]
     same = ("evaluator", "strategy", "seed", "space")
     for run_dir, (other, _, _) in zip(run_dirs[1:], loaded[1:]):

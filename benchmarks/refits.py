@@ -1,0 +1,125 @@
+"""A search's best cells retrained with other training seeds: is its answer its structure's, or
+one training's luck? (docs/discover.md, *One training's luck*).
+
+A planted search trains every candidate once, with its ``--seed``, and answers with the lowest
+objective at full fidelity. When the teacher and a structure one matrix larger fit within a few
+tens of percent of each other, one training can put either first. For each run folder (a
+``cellgraph discover --teacher`` search with its SQLite study, finished or not) this takes its
+``--top K`` distinct structures at full fidelity, retrains each from scratch at full fidelity
+with each of ``--seeds`` through the run's own evaluator (its data, fit, parsimony and error
+floor), and records per structure the search's objective, each seed's objective and ``val_mse``,
+their mean, and whether it is the teacher. The run's own seed reproduces the search's objective
+(the evaluator is deterministic on one thread). The record, ``DIR/refits-RUN.json`` (with the
+package versions), is written and printed as a table; ``--table`` prints the records in ``DIR``
+and trains nothing.
+
+    python -m cellgraph.benchmarks.refits --records results/refits --top 2 --seeds 0 1 2 3 runs/recovery-small/minimal25-2to3-enumerate-expand-screen-s2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from statistics import mean
+from typing import Any, Sequence
+
+from optuna.trial import FrozenTrial, TrialState
+
+from cellgraph.benchmarks.subcells import load_search
+from cellgraph.discover.cache import cell_from_json
+from cellgraph.discover.evaluator import Evaluator, measure
+from cellgraph.discover.planted import SIZES, planted_search
+from cellgraph.discover.space import to_cell
+from cellgraph.errors import CellGraphError
+from cellgraph.files import write_json
+
+__all__ = ["run_evaluator", "best_trials", "refits", "table", "main"]
+
+
+def run_evaluator(spec: dict[str, Any]) -> Evaluator:
+    """The evaluator a planted search's settings (``discover.json``) trained its candidates with."""
+    settings = spec["evaluator"]
+    data = settings["data"]
+    _, _, evaluator, _ = planted_search(data["teacher"], data["seed"], {k: data[k] for k in SIZES}, settings["fit"],
+                                        backend=settings["backend"], penalty=settings["penalty"],
+                                        parsimony=settings["parsimony"], weight_scale=data["weight_scale"],
+                                        floor=settings.get("floor", 0.0))
+    return evaluator
+
+
+def best_trials(trials: Sequence[FrozenTrial], top: int) -> list[FrozenTrial]:
+    """The ``top`` lowest-objective trials at full fidelity, one per structure (its first)."""
+    seen: set[str] = set()
+    out = []
+    for t in sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: (t.value, t.number)):
+        if t.user_attrs["hash"] not in seen:
+            seen.add(t.user_attrs["hash"])
+            out.append(t)
+    return out[:top]
+
+
+def refits(run_dir: Path, top: int, seeds: Sequence[int]) -> dict[str, Any]:
+    """The record of the module docstring (without versions) of the search in ``run_dir``."""
+    spec, _, trials = load_search(run_dir)
+    evaluator, epochs = run_evaluator(spec), spec["fidelity"]["epochs"][-1]
+    rows = []
+    for t in best_trials(trials, top):
+        root = cell_from_json(t.user_attrs["cell"])
+        cell, layout = to_cell(root)
+        fits = []
+        for seed in seeds:
+            outcome = measure(evaluator, cell, layout, epochs, seed)
+            fits.append({"seed": seed, "objective": outcome.loss, "val_mse": outcome.details.get("val_mse")})
+        done = [f["objective"] for f in fits if f["objective"] is not None]
+        rows.append({"trial": t.number, "teacher": t.user_attrs["hash"] == spec.get("target_hash"), "form": str(root),
+                     "search": t.value, "fits": fits, "mean": mean(done) if done else None})
+    return {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "search_seed": spec["seed"],
+            "epochs": epochs, "rows": rows}
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """A row per run and structure: the search's objective, each seed's and their mean."""
+    lines = []
+    for record in records:
+        seeds = [f["seed"] for f in record["rows"][0]["fits"]] if record["rows"] else []
+        lines += [f"{record['run']} (searched with seed {record['search_seed']}, {record['epochs']} epochs)",
+                  f"  {'trial':>6} {'search':>10} " + " ".join(f"{'seed ' + str(s):>10}" for s in seeds)
+                  + f" {'mean':>10}  structure"]
+        for row in record["rows"]:
+            fits = " ".join("-".rjust(10) if f["objective"] is None else f"{f['objective']:>10.4g}" for f in row["fits"])
+            mark = "teacher " if row["teacher"] else ""
+            mean_ = "-" if row["mean"] is None else f"{row['mean']:.4g}"
+            lines.append(f"  {row['trial']:>6} {row['search']:>10.4g} {fits} {mean_:>10}  {mark}{row['form']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from cellgraph.experiment.runs import package_versions
+
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders")
+    p.add_argument("--records", default="runs/refits", metavar="DIR", help="where the records go (default %(default)s)")
+    p.add_argument("--top", type=int, default=3, metavar="K", help="best structures retrained (default 3)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], metavar="S",
+                   help="training seeds (default 0 1 2 3)")
+    p.add_argument("--table", action="store_true", help="train nothing: print the records in DIR")
+    a = p.parse_args(argv)
+    folder = Path(a.records)
+    if not a.table:
+        if not a.runs:
+            p.error("give RUN_DIR... or --table")
+        if a.top < 1:
+            p.error(f"--top must be >= 1, got {a.top}")
+        folder.mkdir(parents=True, exist_ok=True)
+        for run_dir in a.runs:
+            try:
+                record = refits(run_dir, a.top, a.seeds)
+            except CellGraphError as err:
+                p.exit(2, f"{p.prog}: error: {err}\n")
+            write_json(folder / f"refits-{run_dir.name}.json", {**record, "versions": package_versions()})
+    print(table([json.loads(f.read_text()) for f in sorted(folder.glob("refits-*.json"))]))
+
+
+if __name__ == "__main__":
+    main()
