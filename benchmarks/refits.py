@@ -13,7 +13,7 @@ their mean, and whether it is the teacher. The run's own seed reproduces the sea
 package versions), is written and printed as a table; ``--table`` prints the records in ``DIR``
 and trains nothing.
 
-    python -m cellgraph.benchmarks.refits --records results/refits --top 2 --seeds 0 1 2 3 runs/recovery-small/minimal25-2to3-enumerate-expand-screen-s2
+    python -m cellgraph.benchmarks.refits runs/recovery-small/minimal25-2to3-enumerate-expand-screen-s2 --records results/refits --top 2 --seeds 0 1 2 3
 """
 
 from __future__ import annotations
