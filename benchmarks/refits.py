@@ -18,21 +18,18 @@ and trains nothing.
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from statistics import mean
 from typing import Any, Sequence
 
 from optuna.trial import FrozenTrial, TrialState
 
+from cellgraph.benchmarks import run_records
 from cellgraph.benchmarks.subcells import load_search
 from cellgraph.discover.cache import cell_from_json
 from cellgraph.discover.evaluator import Evaluator, measure
 from cellgraph.discover.planted import SIZES, planted_search
 from cellgraph.discover.space import to_cell
-from cellgraph.errors import CellGraphError
-from cellgraph.files import write_json
 
 __all__ = ["run_evaluator", "best_trials", "refits", "table", "main"]
 
@@ -95,30 +92,19 @@ def table(records: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cellgraph.experiment.runs import package_versions
-
-    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders")
-    p.add_argument("--records", default="runs/refits", metavar="DIR", help="where the records go (default %(default)s)")
+    p = run_records.parser(__doc__, "runs/refits")
     p.add_argument("--top", type=int, default=3, metavar="K", help="best structures retrained (default 3)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], metavar="S",
                    help="training seeds (default 0 1 2 3)")
-    p.add_argument("--table", action="store_true", help="train nothing: print the records in DIR")
     a = p.parse_args(argv)
     folder = Path(a.records)
     if not a.table:
-        if not a.runs:
-            p.error("give RUN_DIR... or --table")
+        run_records.runs_given(p, a.runs)
         if a.top < 1:
             p.error(f"--top must be >= 1, got {a.top}")
-        folder.mkdir(parents=True, exist_ok=True)
         for run_dir in a.runs:
-            try:
-                record = refits(run_dir, a.top, a.seeds)
-            except CellGraphError as err:
-                p.exit(2, f"{p.prog}: error: {err}\n")
-            write_json(folder / f"refits-{run_dir.name}.json", {**record, "versions": package_versions()})
-    print(table([json.loads(f.read_text()) for f in sorted(folder.glob("refits-*.json"))]))
+            run_records.keep(p, folder, f"refits-{run_dir.name}", lambda: refits(run_dir, a.top, a.seeds))
+    print(table(run_records.read(folder, "refits")))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from each run's ranking in turn, the order a search with those rungs as probes f
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 
 from optuna.trial import FrozenTrial
 
+from cellgraph.benchmarks import run_records
 from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_from_json, cell_hash
@@ -208,10 +208,7 @@ def interleave_table(records: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     from cellgraph.experiment.runs import package_versions
 
-    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="cellgraph discover --teacher run folders, finished or not")
-    p.add_argument("--records", default="runs/recovery", metavar="DIR", help="where the records go (default %(default)s)")
-    p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
+    p = run_records.parser(__doc__, "runs/recovery")
     p.add_argument("--interleave", action="store_true",
                    help="one record of the RUN_DIRs together (best-first expansion searches of one teacher and seed "
                         "whose first rungs differ): the teacher's place when the expansion ranks the list by each "
@@ -227,20 +224,12 @@ def main(argv: list[str] | None = None) -> None:
         write_json(folder / "expansion-size.json", {"strategy": strategy.to_dict(), "cells": expansion_size(strategy),
                                                     "versions": package_versions()})
     elif not a.table:
-        if len(a.runs) < 1 + a.interleave:
-            p.error("give RUN_DIR... (two or more with --interleave) or --table")
-        folder.mkdir(parents=True, exist_ok=True)
-        try:
-            if a.interleave:
-                write_json(folder / f"interleave-{'+'.join(d.name for d in a.runs)}.json",
-                           {**interleaved(a.runs), "versions": package_versions()})
-            for run_dir in [] if a.interleave else a.runs:
-                write_json(folder / f"subcells-{run_dir.name}.json",
-                           {**subcells(run_dir), "versions": package_versions()})
-        except CellGraphError as err:
-            p.exit(2, f"{p.prog}: error: {err}\n")
-    singles, mixed = ([json.loads(f.read_text()) for f in sorted(folder.glob(f"{kind}-*.json"))]
-                      for kind in ("subcells", "interleave"))
+        run_records.runs_given(p, a.runs, 1 + a.interleave)
+        if a.interleave:
+            run_records.keep(p, folder, f"interleave-{'+'.join(d.name for d in a.runs)}", lambda: interleaved(a.runs))
+        for run_dir in [] if a.interleave else a.runs:
+            run_records.keep(p, folder, f"subcells-{run_dir.name}", lambda: subcells(run_dir))
+    singles, mixed = run_records.read(folder, "subcells"), run_records.read(folder, "interleave")
     print("\n\n".join([table(singles)] * bool(singles) + [interleave_table(mixed)] * bool(mixed)))
     size = folder / "expansion-size.json"
     if size.is_file():
