@@ -22,16 +22,15 @@ from pathlib import Path
 from statistics import mean
 from typing import Any, Sequence
 
-from optuna.trial import FrozenTrial, TrialState
-
 from cellgraph.benchmarks import run_records
 from cellgraph.benchmarks.subcells import load_search
 from cellgraph.discover.cache import cell_from_json
 from cellgraph.discover.evaluator import Evaluator, measure
 from cellgraph.discover.planted import SIZES, planted_search
+from cellgraph.discover.search import best_trials
 from cellgraph.discover.space import to_cell
 
-__all__ = ["run_evaluator", "best_trials", "refits", "table", "main"]
+__all__ = ["run_evaluator", "refits", "table", "main"]
 
 
 def run_evaluator(spec: dict[str, Any]) -> Evaluator:
@@ -43,17 +42,6 @@ def run_evaluator(spec: dict[str, Any]) -> Evaluator:
                                         parsimony=settings["parsimony"], weight_scale=data["weight_scale"],
                                         floor=settings.get("floor", 0.0))
     return evaluator
-
-
-def best_trials(trials: Sequence[FrozenTrial], top: int) -> list[FrozenTrial]:
-    """The ``top`` lowest-objective trials at full fidelity, one per structure (its first)."""
-    seen: set[str] = set()
-    out = []
-    for t in sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: (t.value, t.number)):
-        if t.user_attrs["hash"] not in seen:
-            seen.add(t.user_attrs["hash"])
-            out.append(t)
-    return out[:top]
 
 
 def refits(run_dir: Path, top: int, seeds: Sequence[int]) -> dict[str, Any]:

@@ -72,10 +72,10 @@ class Fidelity:
         better = sum(1 for other in losses if other < loss)
         return better < max(1, len(losses) // self.eta)
 
-    def goes_on(self, rung: int, loss: float, losses: Sequence[float]) -> bool:
-        """Whether a candidate with ``loss`` at rung ``rung`` (not the last) trains the next:
-        always after a probe, else as :meth:`promote` says."""
-        return rung < self.probes or self.promote(loss, losses)
+    def prunes(self, rung: int) -> bool:
+        """Whether rung ``rung`` may stop a candidate (as :meth:`promote` says): not a probe
+        and not the last."""
+        return self.probes <= rung < len(self.epochs) - 1
 
     @staticmethod
     def from_dict(record: dict) -> "Fidelity":

@@ -54,7 +54,7 @@ from cellgraph.experiment.runs import package_versions
 from cellgraph.files import write_json
 from cellgraph.progress import note, progress
 
-__all__ = ["Found", "TargetHit", "Discovery", "discover"]
+__all__ = ["Found", "TargetHit", "Discovery", "best_trials", "discover"]
 
 #: Proposals in a row that train nothing (duplicates, cells running elsewhere) after which a
 #: worker stops: the strategy keeps proposing what the study already has.
@@ -276,7 +276,7 @@ class _Search:
                 break
             trial.report(loss, epochs)
             trial.set_user_attr("loss", loss)
-            if rung + 1 < len(self.fidelity.epochs) and not self.fidelity.goes_on(rung, loss, self.rung_losses(epochs)):
+            if self.fidelity.prunes(rung) and not self.fidelity.promote(loss, self.rung_losses(epochs)):
                 state = TrialState.PRUNED
                 break
         trial.set_user_attr("cpu_s", time.process_time() - start)
@@ -287,13 +287,22 @@ class _Search:
                 if epochs in t.intermediate_values]
 
 
+def best_trials(trials: Iterable[FrozenTrial], keep: int) -> list[FrozenTrial]:
+    """The ``keep`` lowest-objective complete (full-fidelity) trials, one per structure hash (its
+    first trial), lowest objective first; ties go to the earlier trial."""
+    best: dict[str, FrozenTrial] = {}
+    for t in sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: (t.value, t.number)):
+        best.setdefault(t.user_attrs["hash"], t)
+    return list(best.values())[:keep]
+
+
+def _found(t: FrozenTrial) -> Found:
+    return Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
+                 {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
+
+
 def _result(study: Study, storage: str, full: int, skipped: int, keep: int, target_hash: str | None) -> Discovery:
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    best: dict[str, Found] = {}
-    for t in trials:
-        if t.state == TrialState.COMPLETE and t.user_attrs["hash"] not in best:
-            best[t.user_attrs["hash"]] = Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
-                                               {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
     rejected: Counter = Counter()
     spent = cpu = 0.0
     proposed = incumbent = hit = None
@@ -309,7 +318,7 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
             hit = TargetHit(t.number, spent / full, cpu) if mine else None
     return Discovery(
         study=study.study_name, storage=storage,
-        best=tuple(sorted(best.values(), key=lambda f: (f.loss, f.trial))[:keep]),
+        best=tuple(_found(t) for t in best_trials(trials, keep)),
         evaluations=spent / full, trials=len(trials),
         trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
         duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),

@@ -39,11 +39,11 @@ def test_to_dict_names_the_rungs_and_eta():
     assert "probes" not in Fidelity((20, 60), 3).to_dict()  # studies made before probes resume
 
 
-def test_probe_rungs_promote_every_candidate_then_successive_halving_prunes():
+def test_probe_rungs_prune_nothing_then_successive_halving_prunes():
     f = Fidelity((1, 5, 20), 10, probes=1)
     assert f.early == (1, 5) and Fidelity((1, 5, 20), 10).early == (1,)
-    assert f.goes_on(0, 0.9, [0.1, 0.2, 0.9])  # a probe: the worst goes on
-    assert not f.goes_on(1, 0.9, [0.1, 0.2, 0.9]) and f.goes_on(1, 0.1, [0.1, 0.2, 0.9])
+    assert [f.prunes(rung) for rung in range(3)] == [False, True, False]  # a probe, then halving, then full
+    assert [Fidelity((1, 5, 20), 10).prunes(rung) for rung in range(3)] == [True, True, False]
     assert Fidelity.from_dict(f.to_dict()) == f and f.to_dict()["probes"] == 1
     assert Fidelity.from_dict({"epochs": [5, 20], "eta": 3}) == Fidelity((5, 20), 3)
 

@@ -9,7 +9,7 @@ import pytest
 
 from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
-from cellgraph.discover.search import discover
+from cellgraph.discover.search import best_trials, discover
 from cellgraph.discover.space import CellSpace, from_cell
 from cellgraph.discover.strategies import RandomSearch, Record, RegularizedEvolution
 from cellgraph.discover.synthetic import StructureEvaluator
@@ -235,3 +235,17 @@ def test_local_search_settings_name_first_improvement_only_when_on_so_earlier_st
 
     assert LocalSearch(motifs=True).to_dict() == {"name": "local", "starts": 10, "seeds": 0, "motifs": True}
     assert LocalSearch(first_improvement=True).to_dict()["first_improvement"] is True
+
+
+def _trial(number, hash_, value, state=optuna.trial.TrialState.COMPLETE):
+    trial = optuna.trial.create_trial(value=value if state == optuna.trial.TrialState.COMPLETE else None,
+                                      state=state, user_attrs={"hash": hash_})
+    trial.number = number
+    return trial
+
+
+def test_best_trials_keeps_one_trial_per_structure_lowest_objective_first_and_ties_to_the_earlier():
+    trials = [_trial(0, "a", 3.0), _trial(1, "b", 1.0), _trial(2, "a", 3.0), _trial(3, "c", 2.0),
+              _trial(4, "d", 0.5, optuna.trial.TrialState.PRUNED), _trial(5, "e", 1.0)]
+    assert [t.number for t in best_trials(trials, 10)] == [1, 5, 3, 0]
+    assert [t.number for t in best_trials(trials, 2)] == [1, 5]
