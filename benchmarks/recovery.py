@@ -79,7 +79,8 @@ RRNN_RUN = "RRNN_RUN"
 #: with every insertion into a listed cell, the listed cells best first, ``enumerate-expand-probe-screen``
 #: best first by the first rung's ranking and the second's in turn (the first rung a probe:
 #: give rungs such as ``--fidelity 1,5,20,60``); ``-screen`` proposes only
-#: the cells the screen at initialisation keeps (docs/discover.md, *The screen*).
+#: the cells the screen at initialisation keeps (docs/discover.md, *The screen*); ``-intensify``
+#: races the answer over 3 training seeds (docs/discover.md, *Intensification*).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -98,6 +99,10 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-grow-screen": ("--strategy", "enumerate", "--grow", "--screen"),
     "enumerate-expand-screen": ("--strategy", "enumerate", "--expand", "--screen"),
     "enumerate-expand-probe-screen": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1"),
+    "enumerate-screen-intensify": ("--strategy", "enumerate", "--screen", "--intensify", "3"),
+    "enumerate-expand-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--intensify", "3"),
+    "enumerate-expand-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
+                                                "--intensify", "3"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
@@ -209,6 +214,7 @@ def arm(config: dict[str, Any]) -> str:
              *(("--expand",) if config.get("expand") else ()),
              *(("--screen",) if config.get("screen") else ()),
              *(("--probes", str(config["probes"])) if config.get("probes") else ()),
+             *(("--intensify", str(config["intensify"])) if config.get("intensify", 1) > 1 else ()),
              *(("--motifs",) if config.get("motifs") else ()),
              *(("--first-improvement",) if config.get("first_improvement") else ()),
              *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),

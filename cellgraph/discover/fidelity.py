@@ -13,6 +13,9 @@ loss at every one of the :attr:`Fidelity.early` rungs (the probes and the first 
 prunes), which the best-first expansion ranks its parents by
 (:meth:`cellgraph.discover.strategies.EnumerationSearch.expansion_order`).
 
+With ``seeds`` > 1 the search's answer is raced over that many training seeds
+(:mod:`cellgraph.discover.intensify`): full fidelity then means the incumbent's mean over them.
+
 Budgets are counted in full-fidelity evaluations: epochs spent divided by ``e_K``. A rung
 costs ``e_k`` epochs, or ``e_k - e_{k-1}`` when the evaluator resumes its training
 (:class:`cellgraph.discover.evaluator.Evaluator`).
@@ -30,12 +33,14 @@ __all__ = ["Fidelity"]
 
 @dataclass(frozen=True)
 class Fidelity:
-    """Rungs ``epochs`` (increasing; the last is full fidelity), the reduction factor ``eta``
-    and how many of the first rungs promote every candidate (``probes``)."""
+    """Rungs ``epochs`` (increasing; the last is full fidelity), the reduction factor ``eta``,
+    how many of the first rungs promote every candidate (``probes``) and the training seeds a
+    challenger of the answer races over (``seeds``; 1: no race, the lowest objective wins)."""
 
     epochs: tuple[int, ...] = (1,)
     eta: int = 3
     probes: int = 0
+    seeds: int = 1
 
     def __post_init__(self) -> None:
         if not self.epochs or any(e < 1 for e in self.epochs) or list(self.epochs) != sorted(set(self.epochs)):
@@ -45,6 +50,8 @@ class Fidelity:
         if not 0 <= self.probes < len(self.epochs):
             raise CellGraphError(f"probes must be 0 to {len(self.epochs) - 1} (rungs before the last), got "
                                  f"{self.probes}")
+        if self.seeds < 1:
+            raise CellGraphError(f"the race seeds must be 1 or more, got {self.seeds}")
 
     @staticmethod
     def successive_halving(min_epochs: int = 1, eta: int = 3, rungs: int = 3) -> "Fidelity":
@@ -80,7 +87,8 @@ class Fidelity:
     @staticmethod
     def from_dict(record: dict) -> "Fidelity":
         """The fidelity :meth:`to_dict` wrote ``record`` from."""
-        return Fidelity(tuple(record["epochs"]), record["eta"], record.get("probes", 0))
+        return Fidelity(tuple(record["epochs"]), record["eta"], record.get("probes", 0), record.get("seeds", 1))
 
     def to_dict(self) -> dict:
-        return {"epochs": list(self.epochs), "eta": self.eta, **({"probes": self.probes} if self.probes else {})}
+        return {"epochs": list(self.epochs), "eta": self.eta, **({"probes": self.probes} if self.probes else {}),
+                **({"seeds": self.seeds} if self.seeds > 1 else {})}

@@ -15,14 +15,17 @@
    training); new -> read again and withdraw it when another worker created one for the same
    hash meanwhile (so no hash is ever trained twice);
 5. train it rung by rung (:mod:`cellgraph.discover.fidelity`), reserving each rung's epochs
-   before training it, and tell the trial COMPLETE, PRUNED or FAILED.
+   before training it, and tell the trial COMPLETE, PRUNED or FAILED;
+6. with race seeds (``Fidelity.seeds`` > 1), race a COMPLETE one against the incumbent
+   (:mod:`cellgraph.discover.intensify`), each fit a trial of its own reserved as a rung is.
 
 Trial user attributes: ``cell`` (``cellgraph.dag`` document), ``hash``, ``origin`` (``seed``,
 ``random`` or the mutation), ``parent`` (trial number), ``worker`` (host:pid), ``fidelity``
 (epochs reached), ``spent`` (epochs trained), ``reserve`` (epochs of the rung in progress),
 ``loss``, ``cpu_s`` (CPU seconds of this worker on the trial), ``rejected`` (reasons of the
 invalid candidates drawn before it), and ``duplicate_of``, ``error``, ``withdrawn`` or
-``stopped`` where they apply; besides them, what the evaluator reported about its last rung
+``stopped`` where they apply; ``fit_of`` and ``fit_seed`` on a race's fit (the verdicts are
+study user attributes, :mod:`cellgraph.discover.intensify`); besides them, what the evaluator reported about its last rung
 (its ``last_details``, :mod:`cellgraph.discover.evaluator`), which :class:`Found` carries as
 ``details``.
 """
@@ -46,6 +49,7 @@ from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import Entry, ResultCache, cell_from_json, cell_hash, cell_json
 from cellgraph.discover.evaluator import Evaluator, measure, resumes
 from cellgraph.discover.fidelity import Fidelity
+from cellgraph.discover.intensify import PREFIX, Board, Fit, race_seeds
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.discover.storage import open_search, open_search_storage, storage_name
 from cellgraph.discover.strategies import Proposal, Record, Strategy
@@ -67,14 +71,16 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 @dataclass(frozen=True)
 class Found:
-    """A candidate that reached full fidelity: trial number, hash, loss, cell document and what
-    the evaluator reported about it (``details``)."""
+    """A candidate that reached full fidelity: trial number, hash, loss, cell document, what
+    the evaluator reported about it (``details``) and, when it raced, its objective per race
+    seed (``fits``, :mod:`cellgraph.discover.intensify`)."""
 
     trial: int
     hash: str
     loss: float
     cell: dict[str, Any]
     details: dict[str, Any] = field(default_factory=dict)
+    fits: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ class TargetHit:
 @dataclass(frozen=True)
 class Discovery:
     """What a search found, read from its study (all workers) but ``skipped``, this worker's
-    count of proposals left to the worker already training them."""
+    count of proposals left to the worker already training them. ``best`` starts with the
+    incumbent when the search races (``raced``: the race fits trained)."""
 
     study: str
     storage: str
@@ -103,12 +110,13 @@ class Discovery:
     rejected: Counter = field(default_factory=Counter)
     target: TargetHit | None = None
     proposed: TargetHit | None = None
+    raced: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         hit = lambda h: None if h is None else vars(h)  # noqa: E731
         return {"study": self.study, "storage": self.storage, "evaluations": self.evaluations,
                 "trials": self.trials, "trained": self.trained, "duplicates": self.duplicates,
-                "skipped": self.skipped, "rejected": dict(self.rejected),
+                "skipped": self.skipped, "rejected": dict(self.rejected), "raced": self.raced,
                 "best": [vars(f) for f in self.best], "target": hit(self.target), "proposed": hit(self.proposed)}
 
 
@@ -172,6 +180,7 @@ class _Search:
         self.rejected: Counter = Counter()
         self.skipped = 0
         self.parsed: dict[int, Expr] = {}
+        self.seeds = race_seeds(seed, fidelity.seeds)
         self.bar = progress(budget_epochs, "discover", show, unit="epochs",
                             initial=_epochs(study.get_trials(deepcopy=False)))
 
@@ -192,6 +201,8 @@ class _Search:
         return out
 
     def run(self, rng: random.Random) -> None:
+        for number in self.unraced(self.trials()):
+            self.race(number)
         idle = 0
         while idle < IDLE_LIMIT:
             trials = self.trials()
@@ -227,7 +238,8 @@ class _Search:
             trial.set_user_attr("withdrawn", f"trial #{others[0]} has the same cell")
             self.study.tell(trial, state=TrialState.FAIL)
             return False
-        self.train(trial, proposal.root, start)
+        if self.train(trial, proposal.root, start) == TrialState.COMPLETE and len(self.seeds) > 1:
+            self.race(trial.number)
         return True
 
     def reuse(self, trial: Trial, entry: Entry, start: float) -> None:
@@ -252,7 +264,7 @@ class _Search:
         trial.set_user_attr("reserve", 0)
         return False
 
-    def train(self, trial: Trial, root: Expr, start: float) -> None:
+    def train(self, trial: Trial, root: Expr, start: float) -> TrialState:
         cell, layout = to_cell(root)
         spent, loss, state = 0, None, TrialState.COMPLETE
         for rung, epochs in enumerate(self.fidelity.epochs):
@@ -281,6 +293,60 @@ class _Search:
                 break
         trial.set_user_attr("cpu_s", time.process_time() - start)
         self.study.tell(trial, loss if state == TrialState.COMPLETE else None, state=state)
+        return state
+
+    def unraced(self, trials: list[FrozenTrial]) -> list[int]:
+        """The COMPLETE trials whose race a stopped worker left without a verdict."""
+        if len(self.seeds) == 1:
+            return []
+        host, attrs = socket.gethostname(), self.study.user_attrs
+        out = []
+        for t in trials:
+            name, _, pid = str(t.user_attrs.get("worker", "")).rpartition(":")
+            if (t.state == TrialState.COMPLETE and _is_evaluation(t) and f"{PREFIX}{t.number}" not in attrs
+                    and name == host and pid.isdigit() and not _alive(int(pid))):
+                out.append(t.number)
+        return out
+
+    def race(self, challenger: int) -> None:
+        """Race trial ``challenger`` against the incumbent, a fit at a time, reading the study
+        before each step (another worker's race may have changed the incumbent), and write
+        the verdict on it; without one when the budget ends the race."""
+        while True:
+            trials = self.study.get_trials(deepcopy=False)
+            step = Board(trials, self.study.user_attrs, self.seeds).next(challenger)
+            if isinstance(step, Fit):
+                if not self.fit(trials[challenger], step.seed):
+                    return
+                continue
+            end = max([challenger, *(t.number for t in trials if t.user_attrs.get("fit_of") == challenger)])
+            self.study.set_user_attr(f"{PREFIX}{challenger}", {"won": step.won, "end": end})
+            return
+
+    def fit(self, challenger: FrozenTrial, seed: int) -> bool:
+        """Train ``challenger``'s cell at full fidelity with training seed ``seed`` as a trial
+        of its own; False when the budget cannot hold it."""
+        start = time.process_time()
+        trial = self.study.ask()
+        for name, value in (("fit_of", challenger.number), ("fit_seed", seed), ("worker", _worker())):
+            trial.set_user_attr(name, value)
+        cost = self.fidelity.full
+        if not self.fits(trial, cost):
+            trial.set_user_attr("budget", "the budget is spent")
+            self.study.tell(trial, state=TrialState.FAIL)
+            return False
+        cell, layout = to_cell(cell_from_json(challenger.user_attrs["cell"]))
+        outcome = measure(self.evaluator, cell, layout, cost, seed)
+        spent = (("spent", cost), ("reserve", 0), ("fidelity", cost), ("cpu_s", time.process_time() - start))
+        for name, value in spent:
+            trial.set_user_attr(name, value)
+        self.bar.update(cost)
+        if outcome.error is not None or outcome.loss is None:
+            trial.set_user_attr("error", outcome.error or "no loss")
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, outcome.loss)
+        return True
 
     def rung_losses(self, epochs: int) -> list[float]:
         return [t.intermediate_values[epochs] for t in self.study.get_trials(deepcopy=False)
@@ -291,18 +357,29 @@ def best_trials(trials: Iterable[FrozenTrial], keep: int) -> list[FrozenTrial]:
     """The ``keep`` lowest-objective complete (full-fidelity) trials, one per structure hash (its
     first trial), lowest objective first; ties go to the earlier trial."""
     best: dict[str, FrozenTrial] = {}
-    for t in sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: (t.value, t.number)):
+    for t in sorted((t for t in trials if t.state == TrialState.COMPLETE and "hash" in t.user_attrs),
+                    key=lambda t: (t.value, t.number)):
         best.setdefault(t.user_attrs["hash"], t)
     return list(best.values())[:keep]
 
 
-def _found(t: FrozenTrial) -> Found:
-    return Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
-                 {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING})
+def _answer(trials: list[FrozenTrial], keep: int, board: Board | None) -> tuple[Found, ...]:
+    """The best cells, the incumbent first when the search races."""
+    ranked = best_trials(trials, keep)
+    if board is not None and board.incumbent is not None:
+        incumbent = trials[board.incumbent]
+        ranked = [incumbent, *(t for t in best_trials(trials, keep + 1) if t.number != incumbent.number)][:keep]
+    return tuple(Found(t.number, t.user_attrs["hash"], t.value, t.user_attrs["cell"],
+                       {k: v for k, v in t.user_attrs.items() if k not in BOOKKEEPING},
+                       {} if board is None else board.fits.get(t.number, {}))
+                 for t in ranked)
 
 
-def _result(study: Study, storage: str, full: int, skipped: int, keep: int, target_hash: str | None) -> Discovery:
+def _result(study: Study, storage: str, full: int, skipped: int, keep: int, target_hash: str | None,
+            seeds: tuple[int, ...]) -> Discovery:
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    board = Board(trials, study.user_attrs, seeds) if len(seeds) > 1 else None
+    wins = {} if board is None else {v["end"]: trials[n] for n, v in board.verdicts.items() if v["won"]}
     rejected: Counter = Counter()
     spent = cpu = 0.0
     proposed = incumbent = hit = None
@@ -313,16 +390,20 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
         mine = target_hash is not None and t.user_attrs.get("hash") == target_hash
         if proposed is None and mine:
             proposed = TargetHit(t.number, spent / full, cpu)
-        if t.state == TrialState.COMPLETE and (incumbent is None or t.value < incumbent):
+        if board is not None:
+            if t.number in wins:  # the incumbent changes when its race ends
+                winner = wins[t.number]
+                hit = TargetHit(winner.number, spent / full, cpu) if winner.user_attrs["hash"] == target_hash else None
+        elif t.state == TrialState.COMPLETE and "hash" in t.user_attrs and (incumbent is None or t.value < incumbent):
             incumbent = t.value
             hit = TargetHit(t.number, spent / full, cpu) if mine else None
     return Discovery(
-        study=study.study_name, storage=storage,
-        best=tuple(_found(t) for t in best_trials(trials, keep)),
+        study=study.study_name, storage=storage, best=_answer(trials, keep, board),
         evaluations=spent / full, trials=len(trials),
         trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
         duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),
-        skipped=skipped, rejected=rejected, target=hit, proposed=proposed)
+        skipped=skipped, rejected=rejected, target=hit, proposed=proposed,
+        raced=sum(1 for t in trials if "fit_of" in t.user_attrs and t.user_attrs.get("spent")))
 
 
 def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget: float, *,
@@ -371,7 +452,7 @@ def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget:
         search.run(rng)
     finally:
         search.bar.close()
-    result = _result(search_study, storage_name(store), fidelity.full, search.skipped, keep, target_hash)
+    result = _result(search_study, storage_name(store), fidelity.full, search.skipped, keep, target_hash, search.seeds)
     if run_dir is not None:
         write_json(Path(run_dir) / "result.json", result.to_dict())
     return result

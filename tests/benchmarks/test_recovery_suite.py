@@ -88,6 +88,12 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
     (_, args, _), = recovery.runs(("minimal:1:2-3",), ("enumerate-expand-probe-screen",), 1, 5,
                                   ("--fidelity", "1,5,20"))
     assert args[args.index("--probes") + 1] == "1" and "--fidelity" in args
+    for name, extra in (("enumerate-screen-intensify", {}), ("enumerate-expand-screen-intensify", {"expand": True}),
+                        ("enumerate-expand-probe-screen-intensify", {"expand": True, "probes": 1})):
+        assert recovery.arm({"strategy": "enumerate", "screen": 3, "intensify": 3, "seed_target": [], **extra}) == name
+        (_, args, _), = recovery.runs(("minimal:1:2-3",), (name,), 1, 5)
+        assert args[args.index("--intensify") + 1] == "3"
+    assert recovery.arm({"strategy": "enumerate", "screen": 3, "intensify": 1, "seed_target": []}) == "enumerate-screen"
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

@@ -108,6 +108,7 @@ def test_a_sized_random_teacher_runs_in_a_folder_named_after_it(tmp_path, capsys
     (["--teacher", "mgu", "--budget", "2", "--epochs", "2", "--fidelity", "1,2"], "not both"),
     (["--teacher", "mgu", "--budget", "2", "--fidelity", "3,1"], "increasing"),
     (["--teacher", "mgu", "--budget", "2", "--fidelity", "1,3", "--probes", "2"], "probes must be 0 to 1"),
+    (["--teacher", "mgu", "--budget", "2", "--intensify", "0"], "the race seeds must be 1 or more"),
     (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--motifs"], "not of tpe search"),
@@ -230,6 +231,7 @@ def test_the_default_rungs_are_20_and_60_epochs_on_a_teacher_and_20_on_a_task():
 
     def rungs(**flags):
         return _fidelity(argparse.Namespace(**{"fidelity": None, "epochs": None, "task": None, "eta": 3, "probes": 0,
+                                               "intensify": 1,
                                                **flags})).epochs
 
     assert rungs() == (20, 60)

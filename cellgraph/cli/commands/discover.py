@@ -123,6 +123,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--probes", type=int, default=0, metavar="K",
                        help="the first K rungs prune nothing: every candidate trains them, and --expand takes its "
                             "parents from each such rung's ranking and the next rung's in turn (default 0)")
+    train.add_argument("--intensify", type=int, default=1, metavar="S",
+                       help="race each cell that reaches full fidelity against the best so far over S training "
+                            "seeds (--seed, --seed + 1, ...), the answer the incumbent by its mean (default 1: "
+                            "no race, the lowest objective)")
     for name, (kind, default) in FIT.items():
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=f"(default {default})")
     train.add_argument("--penalty", choices=("relative", "absolute"), default="relative",
@@ -231,12 +235,12 @@ def _fidelity(args: argparse.Namespace):
 
     if args.fidelity is None:
         rungs = (args.epochs,) if args.epochs is not None else TASK_RUNGS if args.task else PLANTED_RUNGS
-        return Fidelity(rungs, args.eta, args.probes)
+        return Fidelity(rungs, args.eta, args.probes, args.intensify)
     try:
         rungs = tuple(int(e) for e in args.fidelity.split(","))
     except ValueError:
         raise CellGraphError(f"--fidelity {args.fidelity!r}: give increasing epochs such as 5,20") from None
-    return Fidelity(rungs, args.eta, args.probes)
+    return Fidelity(rungs, args.eta, args.probes, args.intensify)
 
 
 def _folder(args: argparse.Namespace) -> Path:
@@ -365,8 +369,11 @@ def _search(args: argparse.Namespace) -> int:
 def write_best(folder: Path, result, teacher_hash: str | None) -> list[dict[str, Any]]:
     """Write ``result``'s best cells to ``folder/best/cell_K.json`` (K from 1, the best first);
     a row per cell: rank, trial, hash, objective, whether it recovers the teacher (left out
-    without one: ``teacher_hash`` None), its file (relative to ``folder``) and what the
-    evaluator reported."""
+    without one: ``teacher_hash`` None), its file (relative to ``folder``), its objective per
+    race seed and their mean when it raced (``fits``, ``mean``) and what the evaluator
+    reported."""
+    from statistics import mean
+
     from cellgraph.files import write_json
 
     best = []
@@ -377,6 +384,7 @@ def write_best(folder: Path, result, teacher_hash: str | None) -> list[dict[str,
         best.append({"rank": rank, "trial": found.trial, "hash": found.hash, "objective": found.loss,
                      **({} if teacher_hash is None else {"recovers": found.hash == teacher_hash}),
                      "file": str(path.relative_to(folder)),
+                     **({"fits": found.fits, "mean": mean(found.fits.values())} if found.fits else {}),
                      **found.details})
     return best
 
@@ -398,12 +406,14 @@ def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best:
         print(candidate_equations(teacher))
     print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
           f"{result.duplicates} duplicates reused, {result.skipped} skipped"
+          + (f", {result.raced} race fits" if result.raced else "")
           + ("" if teacher is None else f"; {_recovery(result)}"))
     for row, found in zip(best, result.best):
         root = cell_from_json(found.cell)
         metric = row.get("metric", "mse")
         extra = ", ".join(f"{k} {row[k]:.4g}" for k in (f"val_{metric}", f"test_{metric}") if k in row)
         print(f"\n#{row['rank']} trial {row['trial']}: objective {row['objective']:.4g}"
+              + (f" (mean {row['mean']:.4g} over {len(row['fits'])} training seeds)" if "mean" in row else "")
               + (f" ({extra}, complexity {row['complexity']})" if extra else "")
               + (f", recovers {args.teacher}" if row.get("recovers") else "") + f"; {folder / row['file']}")
         print(f"  {candidate_form(root)}")
