@@ -13,7 +13,15 @@ and its rank among the ``N + 1`` (1: the lowest; ties share the better rank). Th
 ``DIR/early-ranks-TEACHER.json`` (the rows, the settings and the package versions), is written and
 printed; ``--table`` prints the records in ``DIR`` and runs nothing.
 
+With ``--sub-cells`` it ranks the teacher's sub-cells instead (what removing one of its nodes
+leaves, :func:`cellgraph.benchmarks.subcells.sub_cells`, those of ``k - 1`` nodes the screen
+keeps) among ``N`` screened cells of ``k - 1`` nodes: the parents a best-first expansion from
+cells of ``k - 1`` nodes reaches the teacher from, and how early it would expand them. The row
+of a fidelity carries each sub-cell's objective and rank and, as ``rank``, the best of them
+(``DIR/early-ranks-sub-TEACHER.json``).
+
     python -m cellgraph.benchmarks.early_ranks --records results/early-ranks --teacher minimal:25:2-3 --cells 300 --epochs 1,5
+    python -m cellgraph.benchmarks.early_ranks --records results/early-ranks --teacher minimal:15:4-7 --sub-cells
 """
 
 from __future__ import annotations
@@ -25,15 +33,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cellgraph.cell.expr import Expr
+from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.evaluator import Evaluator, measure
+from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.planted import planted_search
 from cellgraph.discover.screen import Screen
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["screened_sample", "objectives", "rank", "early_ranks", "table", "main"]
+__all__ = ["screened_sample", "objectives", "rank", "early_ranks", "screened_sub_cells", "sub_cell_ranks", "table",
+           "main"]
 
 
 def screened_sample(k: int, n: int, seed: int, space: CellSpace = CellSpace(), screen: Screen = Screen()
@@ -82,12 +93,45 @@ def early_ranks(teacher: str, cells: int, epochs: Sequence[int], seed: int, weig
             "sample": len(sample), "rows": rows, "settings": settings}
 
 
+def screened_sub_cells(root: Expr, space: CellSpace = CellSpace(), screen: Screen = Screen()
+                       ) -> list[tuple[str, Expr]]:
+    """(change, cell): each structure of one node fewer that removing a node of ``root`` leaves
+    and ``screen`` keeps."""
+    k = len(root.internal_nodes())
+    return [(change, child) for change, child, _ in hashed_neighbours(root, space)
+            if change.startswith("remove ") and len(child.internal_nodes()) == k - 1 and screen.problem(child) is None]
+
+
+def sub_cell_ranks(teacher: str, cells: int, epochs: Sequence[int], seed: int, weight_scale: float,
+                   sizes: dict[str, int] | None = None) -> dict[str, Any]:
+    """The ``--sub-cells`` record of the module docstring, without versions."""
+    _, root, evaluator, settings = planted_search(teacher, seed, sizes, weight_scale=weight_scale)
+    subs = screened_sub_cells(root)
+    if not subs:
+        raise CellGraphError(f"teacher {teacher}: no sub-cell of one node fewer passes the screen")
+    mine = {cell_hash(child) for _, child in subs}
+    k = len(root.internal_nodes()) - 1
+    sample = [c for c in screened_sample(k, cells + len(subs), seed) if cell_hash(c) not in mine][:cells]
+    rows = []
+    for e in epochs:
+        others = objectives(sample, evaluator, e, seed)
+        ranked = [{"change": change, "objective": value, "rank": rank(value, others)}
+                  for (change, _), value in zip(subs, objectives([c for _, c in subs], evaluator, e, seed))]
+        best = min(ranked, key=lambda r: r["rank"])
+        rows.append({"epochs": e, "teacher": best["objective"], "rank": best["rank"], "cells": len(others) + 1,
+                     "best_other": min(others, default=float("inf")), "sub_cells": ranked})
+    return {"teacher": teacher, "ranked": "sub-cells", "nodes": k, "seed": seed, "weight_scale": weight_scale,
+            "sample": len(sample), "rows": rows, "settings": settings}
+
+
 def table(records: list[dict[str, Any]]) -> str:
-    """A line per teacher and fidelity: the teacher's objective and rank, the best other's."""
+    """A line per teacher and fidelity: the teacher's objective and rank (with ``--sub-cells``,
+    ``TEACHER sub``: its best sub-cell's), the best other's."""
     lines = [f"{'teacher':<16} {'nodes':>5} {'epochs':>6} {'teacher obj':>11} {'rank':>9} {'share':>6} {'best other':>10}"]
     for record in records:
         for row in record["rows"]:
-            lines.append(f"{record['teacher']:<16} {record['nodes']:>5} {row['epochs']:>6} {row['teacher']:>11.4g} "
+            name = record["teacher"] + (" sub" if record.get("ranked") == "sub-cells" else "")
+            lines.append(f"{name:<16} {record['nodes']:>5} {row['epochs']:>6} {row['teacher']:>11.4g} "
                          f"{row['rank']:>4} of {row['cells']:<3} {row['rank'] / row['cells']:>6.1%} "
                          f"{row['best_other']:>10.4g}")
     return "\n".join(lines)
@@ -103,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", default="1,5", metavar="E1,E2,...", help="fidelities (default 1,5)")
     p.add_argument("--seed", type=int, default=0, help="the data, training and draw seed (default 0)")
     p.add_argument("--weight-scale", type=float, default=1.0, help="the teacher's (default 1, the minimal teachers')")
+    p.add_argument("--sub-cells", action="store_true",
+                   help="rank the teacher's screened sub-cells among cells of one node fewer instead")
     p.add_argument("--table", action="store_true", help="run nothing: print the records in DIR")
     a = p.parse_args(argv)
     records = Path(a.records)
@@ -114,11 +160,12 @@ def main(argv: list[str] | None = None) -> None:
         if a.teacher is None or a.cells < 1 or min(epochs) < 1:
             p.exit(2, f"{p.prog}: error: give --teacher, and --cells and --epochs >= 1\n")
         try:
-            record = early_ranks(a.teacher, a.cells, epochs, a.seed, a.weight_scale)
+            record = (sub_cell_ranks if a.sub_cells else early_ranks)(a.teacher, a.cells, epochs, a.seed, a.weight_scale)
         except CellGraphError as err:
             p.exit(2, f"{p.prog}: error: {err}\n")
         records.mkdir(parents=True, exist_ok=True)
-        write_json(records / f"early-ranks-{a.teacher.replace(':', '-')}.json", {**record, "versions": package_versions()})
+        name = ("sub-" if a.sub_cells else "") + a.teacher.replace(":", "-")
+        write_json(records / f"early-ranks-{name}.json", {**record, "versions": package_versions()})
     print(table([json.loads(f.read_text()) for f in sorted(records.glob("early-ranks-*.json"))]))
 
 

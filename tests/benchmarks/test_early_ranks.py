@@ -38,3 +38,29 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         early_ranks.main(["--records", str(tmp_path), "--teacher", "minimal:0:2-3", "--epochs", "1,x"])
     assert "--epochs takes whole numbers" in capsys.readouterr().err
+
+
+def test_the_sub_cells_are_the_screened_removals_of_one_node():
+    from cellgraph.discover.mutations import insertions
+    from cellgraph.discover.cache import cell_hash
+    from cellgraph.discover.planted import planted_search
+
+    _, root, _, _ = planted_search("minimal:25:2-3", 0, TINY, weight_scale=1.0)
+    subs = early_ranks.screened_sub_cells(root)
+    assert subs and all(change.startswith("remove ") for change, _ in subs)
+    assert all(len(c.internal_nodes()) == 2 and Screen().problem(c) is None for _, c in subs)
+    # each is a parent of the expansion: one insertion gives the teacher back
+    assert all(cell_hash(root) in {cell_hash(child) for _, child in insertions(c, early_ranks.CellSpace())}
+               for _, c in subs)
+
+
+def test_the_sub_cell_record_ranks_each_sub_cell_and_keeps_the_best(tmp_path, monkeypatch, capsys):
+    real = early_ranks.sub_cell_ranks
+    monkeypatch.setattr(early_ranks, "sub_cell_ranks", lambda *args: real(*args, sizes=TINY))
+    early_ranks.main(["--records", str(tmp_path), "--teacher", "minimal:25:2-3", "--cells", "4", "--epochs", "1",
+                      "--sub-cells"])
+    record = json.loads((tmp_path / "early-ranks-sub-minimal-25-2-3.json").read_text())
+    row, = record["rows"]
+    assert record["nodes"] == 2 and record["sample"] == 4 and row["cells"] == 5
+    assert row["rank"] == min(r["rank"] for r in row["sub_cells"]) and len(row["sub_cells"]) >= 1
+    assert "minimal:25:2-3 sub" in capsys.readouterr().out
