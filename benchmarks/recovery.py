@@ -78,7 +78,9 @@ RRNN_RUN = "RRNN_RUN"
 #: local search that also inserts nodes, from the best listed cells; ``enumerate-expand-screen``
 #: with every insertion into a listed cell, the listed cells best first, ``enumerate-expand-probe-screen``
 #: best first by the first rung's ranking and the second's in turn (the first rung a probe:
-#: give rungs such as ``--fidelity 1,5,20,60``); ``-screen`` proposes only
+#: give rungs such as ``--fidelity 1,5,20,60``), ``enumerate-expand2-probe-screen`` the same two levels
+#: deep (``--depth 2``: the cells the expansion makes are expanded too, for teachers of
+#: four nodes); ``-screen`` proposes only
 #: the cells the screen at initialisation keeps (docs/discover.md, *The screen*); ``-intensify``
 #: races the answer over 3 training seeds (docs/discover.md, *Intensification*).
 ARMS: dict[str, tuple[str, ...]] = {
@@ -99,6 +101,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-grow-screen": ("--strategy", "enumerate", "--grow", "--screen"),
     "enumerate-expand-screen": ("--strategy", "enumerate", "--expand", "--screen"),
     "enumerate-expand-probe-screen": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1"),
+    "enumerate-expand2-probe-screen": ("--strategy", "enumerate", "--expand", "--depth", "2", "--screen", "--probes",
+                                       "1"),
     "enumerate-screen-intensify": ("--strategy", "enumerate", "--screen", "--intensify", "3"),
     "enumerate-expand-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--intensify", "3"),
     "enumerate-expand-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
@@ -212,6 +216,7 @@ def arm(config: dict[str, Any]) -> str:
     name when no arm has them)."""
     flags = ("--strategy", config["strategy"], *(("--grow",) if config.get("grow") else ()),
              *(("--expand",) if config.get("expand") else ()),
+             *(("--depth", str(config["depth"])) if config.get("depth", 1) > 1 else ()),
              *(("--screen",) if config.get("screen") else ()),
              *(("--probes", str(config["probes"])) if config.get("probes") else ()),
              *(("--intensify", str(config["intensify"])) if config.get("intensify", 1) > 1 else ()),

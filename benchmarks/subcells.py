@@ -140,7 +140,8 @@ def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
     if not settings.get("expand"):
         return None
     screen = settings.get("screen")
-    return EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen), expand=True)
+    return EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen), expand=True,
+                             depth=settings.get("depth", 1))
 
 
 def subcells(run_dir: Path) -> dict[str, Any]:

@@ -349,7 +349,8 @@ class EnumerationSearch:
     first not yet in the history is proposed, then random cells, or with ``grow`` a
     :class:`LocalSearch` with first improvement whose neighbourhood has every insertion of a
     node, started from the best listed cell (``starts``: the listed ones), or with ``expand``
-    the insertions of the listed cells, best first (:meth:`expansion`). With ``screen`` only
+    the insertions of the listed cells, best first (:meth:`expansion`), and with ``depth`` D > 1
+    the insertions of the cells so made, up to ``nodes + D`` nodes. With ``screen`` only
     the cells it keeps are listed, grown, expanded and drawn."""
 
     nodes: int = 2
@@ -357,6 +358,7 @@ class EnumerationSearch:
     grow: bool = False
     screen: Screen | None = None
     expand: bool = False
+    depth: int = 1
 
     name = "enumerate"
 
@@ -366,6 +368,8 @@ class EnumerationSearch:
         if self.grow and self.expand:
             raise CellGraphError("enumeration: grow (local search) and expand (best first) are two ways to go on; "
                                  "choose one")
+        if self.depth < 1 or (self.depth > 1 and not self.expand):
+            raise CellGraphError(f"enumeration: depth must be >= 1, and above 1 only with expand, got {self.depth}")
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
@@ -405,9 +409,16 @@ class EnumerationSearch:
         ``seed`` shuffles, those the screen keeps, each with its hash and its parent's trial
         number; a cell two parents share comes again. A cell of ``nodes + 1`` nodes comes as
         soon as its best-ranked sub-cell's turn does, so how early depends on how that sub-cell
-        ranks after the cheapest trainings."""
-        parents = {r.hash: r for r in history if r.hash in listed and r.early}
-        for parent in _interleaved(list(parents.values())):
+        ranks after the cheapest trainings.
+
+        With ``depth`` D > 1 the trained cells of ``nodes + 1`` to ``nodes + D - 1`` nodes are
+        parents too, a level per size; the rankings of every level (and early rung) are taken in
+        turn, so a cell that ranks first among its level's is expanded as soon as that level's
+        turn comes, whichever level it is (best first over the tree of insertions)."""
+        levels = [{r.hash: r for r in history if r.hash in listed and r.early}]
+        levels += [{r.hash: r for r in history if r.early and r.hash not in listed and _size(r.root) == self.nodes + j}
+                   for j in range(1, self.depth)]
+        for parent in _interleaved([list(level.values()) for level in levels]):
             children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
                         if name.startswith("insert ")]
             random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
@@ -416,17 +427,21 @@ class EnumerationSearch:
     def to_dict(self) -> dict:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
                              **({"grow": True} if self.grow else {}),
-                             **({"expand": True} if self.expand else {})}, self.screen)
+                             **({"expand": True} if self.expand else {}),
+                             **({"depth": self.depth} if self.depth > 1 else {})}, self.screen)
 
 
-def _interleaved(records: Sequence[Record]) -> Iterator[Record]:
-    """``records`` ranked by their loss at each early rung (the lowest first, ties by trial;
-    rung ``j`` ranks those with a loss there), the rankings taken in turn, one record from each,
+def _interleaved(levels: Sequence[Sequence[Record]]) -> Iterator[Record]:
+    """The records of ``levels`` (groups, e.g. cells of one size) ranked, per level, by their loss
+    at each early rung (the lowest first, ties by trial; rung ``j`` ranks those with a loss
+    there), all the rankings taken in turn (level by level, rung by rung), one record from each,
     a record already taken skipped: each record comes no later than about as many places as
     rankings times its best rank."""
-    depth = max((len(r.early) for r in records), default=0)
-    rankings = [iter(sorted((r for r in records if len(r.early) > j), key=lambda r: (r.early[j], r.number)))
-                for j in range(depth)]
+    rankings = []
+    for records in levels:
+        depth = max((len(r.early) for r in records), default=0)
+        rankings += [iter(sorted((r for r in records if len(r.early) > j), key=lambda r: (r.early[j], r.number)))
+                     for j in range(depth)]
     taken: set[int] = set()
     while rankings:
         for ranking in list(rankings):
@@ -436,6 +451,12 @@ def _interleaved(records: Sequence[Record]) -> Iterator[Record]:
                 continue
             taken.add(record.number)
             yield record
+
+
+@functools.lru_cache(maxsize=65536)
+def _size(root: Expr) -> int:
+    """``root``'s generated nodes."""
+    return len(root.internal_nodes())
 
 
 @contextlib.contextmanager

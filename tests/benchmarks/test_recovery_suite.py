@@ -94,6 +94,10 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
         (_, args, _), = recovery.runs(("minimal:1:2-3",), (name,), 1, 5)
         assert args[args.index("--intensify") + 1] == "3"
     assert recovery.arm({"strategy": "enumerate", "screen": 3, "intensify": 1, "seed_target": []}) == "enumerate-screen"
+    assert recovery.arm({"strategy": "enumerate", "expand": True, "depth": 2, "screen": 3, "probes": 1,
+                         "seed_target": []}) == "enumerate-expand2-probe-screen"
+    (_, args, _), = recovery.runs(("minimal:25:4-7",), ("enumerate-expand2-probe-screen",), 1, 5)
+    assert args[args.index("--depth") + 1] == "2" and "--expand" in args
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

@@ -148,3 +148,24 @@ def test_an_enumeration_that_grows_or_expands_finds_a_structure_one_node_beyond_
                           target_hash=cell_hash(target), show_progress=False, run_dir=tmp_path / name)
         found[name] = result.target
     assert found["grow"] is not None and found["expand"] is not None and found["list"] is None
+
+
+def test_with_depth_two_the_cells_the_expansion_made_are_parents_too_their_level_in_turn_with_the_list():
+    narrow = CellSpace(ops=("add",), activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=3)
+    ones = cells_of_size(1, narrow)
+    n = len(ones)
+    listed = [Record(k, cell, cell_hash(cell), 1.0, False, early=(float(k),)) for k, cell in enumerate(ones)]
+    # two cells the expansion made (2 nodes): the second ranks first at its level
+    made = [child for child in _insertions(ones[0], narrow)[:2]]
+    history = listed + [Record(n + i, c, cell_hash(c), 1.0, False, early=(5.0 - i,)) for i, c in enumerate(made)]
+    keys = {r.hash for r in listed}
+    deep = EnumerationSearch(nodes=1, expand=True, depth=2)
+    turns = list(dict.fromkeys(p for _, _, p in deep.expansion_order(history, keys, narrow)))
+    assert turns[:4] == [0, n + 1, 1, n] and sorted(turns) == list(range(n + 2))  # the levels in turn
+    assert all(len(child.internal_nodes()) == 3 for child, _, p in deep.expansion_order(history, keys, narrow)
+               if p >= n)
+    shallow = EnumerationSearch(nodes=1, expand=True)
+    assert list(dict.fromkeys(p for _, _, p in shallow.expansion_order(history, keys, narrow))) == list(range(n))
+    assert deep.to_dict()["depth"] == 2 and "depth" not in shallow.to_dict()  # earlier studies resume
+    with pytest.raises(CellGraphError, match="depth"):
+        EnumerationSearch(depth=2)

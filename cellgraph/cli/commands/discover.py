@@ -83,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="enumerate: once every cell is listed, every insertion of a node into a listed cell, "
                              "the listed cells taken best first by their loss at the first rung, instead of random "
                              "cells")
+    search.add_argument("--depth", type=int, default=1, metavar="D",
+                        help="with --expand: insert up to D nodes, one at a time, the cells each insertion makes "
+                             "expanded best first in turn with the list's (default 1: the list's insertions only)")
     search.add_argument("--screen", type=int, nargs="?", const=3, default=None, metavar="DRAWS",
                         help="random, local and enumerate: propose only cells that pass the screen at "
                              "initialisation (bounded states that read their input and keep it, neither amplified nor "
@@ -200,6 +203,9 @@ def _check(args: argparse.Namespace) -> None:
             raise CellGraphError(f"{flag} continues an enumeration, not {args.strategy} search")
     if args.grow and args.expand:
         raise CellGraphError("--grow and --expand are two ways to continue an enumeration: choose one")
+    if args.depth != 1 and (not args.expand or args.depth < 1):
+        raise CellGraphError(f"--depth D (>= 1) is how deep --expand inserts, got {args.depth}"
+                             + ("" if args.expand else " without --expand"))
     if args.screen is not None and args.strategy in ("evolution", "tpe"):
         raise CellGraphError(f"--screen filters random, local and enumerate proposals, not {args.strategy} search")
     if args.screen is not None and args.screen < 1:
@@ -351,7 +357,7 @@ def _search(args: argparse.Namespace) -> int:
                 "random": lambda: RandomSearch(screen),
                 "tpe": lambda: TPESearch(args.starts, seeds),
                 "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen,
-                                                       args.expand)}[args.strategy]()
+                                                       args.expand, args.depth)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     target = None if teacher is None else cell_hash(teacher)
     result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
