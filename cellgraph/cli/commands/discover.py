@@ -419,7 +419,8 @@ def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best:
         metric = row.get("metric", "mse")
         extra = ", ".join(f"{k} {row[k]:.4g}" for k in (f"val_{metric}", f"test_{metric}") if k in row)
         print(f"\n#{row['rank']} trial {row['trial']}: objective {row['objective']:.4g}"
-              + (f" (mean {row['mean']:.4g} over {len(row['fits'])} training seeds)" if "mean" in row else "")
+              + (f" (mean {row['mean']:.4g} over {len(row['fits'])} training seeds)" if len(row.get("fits", ())) > 1
+                 else "")
               + (f" ({extra}, complexity {row['complexity']})" if extra else "")
               + (f", recovers {args.teacher}" if row.get("recovers") else "") + f"; {folder / row['file']}")
         print(f"  {candidate_form(root)}")
