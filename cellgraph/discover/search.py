@@ -25,9 +25,9 @@ Trial user attributes: ``cell`` (``cellgraph.dag`` document), ``hash``, ``origin
 ``loss``, ``cpu_s`` (CPU seconds of this worker on the trial), ``rejected`` (reasons of the
 invalid candidates drawn before it), and ``duplicate_of``, ``error``, ``withdrawn`` or
 ``stopped`` where they apply; ``fit_of`` and ``fit_seed`` on a race's fit (the verdicts are
-study user attributes, :mod:`cellgraph.discover.intensify`); besides them, what the evaluator reported about its last rung
-(its ``last_details``, :mod:`cellgraph.discover.evaluator`), which :class:`Found` carries as
-``details``.
+study user attributes, :mod:`cellgraph.discover.intensify`); besides them, what the evaluator
+reported about its last rung (its ``last_details``, :mod:`cellgraph.discover.evaluator`), which
+:class:`Found` carries as ``details``.
 """
 
 from __future__ import annotations
@@ -154,16 +154,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _gone(t: FrozenTrial) -> bool:
+    """Whether the worker of trial ``t`` (``host:pid``) ran on this machine and its process is gone."""
+    name, _, pid = str(t.user_attrs.get("worker", "")).rpartition(":")
+    return name == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
 def _fail_dead(study: Study, storage: BaseStorage, trials: list[FrozenTrial]) -> bool:
     """Fail the RUNNING trials of workers of this machine whose process is gone (attribute
     ``stopped``); whether there were any."""
-    host = socket.gethostname()
     found = False
     for t in trials:
-        owner = str(t.user_attrs.get("worker", ""))
-        name, _, pid = owner.rpartition(":")
-        if t.state == TrialState.RUNNING and name == host and pid.isdigit() and not _alive(int(pid)):
-            storage.set_trial_user_attr(t._trial_id, "stopped", f"worker {owner} is gone")
+        if t.state == TrialState.RUNNING and _gone(t):
+            storage.set_trial_user_attr(t._trial_id, "stopped", f"worker {t.user_attrs['worker']} is gone")
             study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
             found = True
     return found
@@ -299,19 +302,14 @@ class _Search:
         """The COMPLETE trials whose race a stopped worker left without a verdict."""
         if len(self.seeds) == 1:
             return []
-        host, attrs = socket.gethostname(), self.study.user_attrs
-        out = []
-        for t in trials:
-            name, _, pid = str(t.user_attrs.get("worker", "")).rpartition(":")
-            if (t.state == TrialState.COMPLETE and _is_evaluation(t) and f"{PREFIX}{t.number}" not in attrs
-                    and name == host and pid.isdigit() and not _alive(int(pid))):
-                out.append(t.number)
-        return out
+        attrs = self.study.user_attrs
+        return [t.number for t in trials if t.state == TrialState.COMPLETE and _is_evaluation(t)
+                and f"{PREFIX}{t.number}" not in attrs and _gone(t)]
 
     def race(self, challenger: int) -> None:
         """Race trial ``challenger`` against the incumbent, a fit at a time, reading the study
-        before each step (another worker's race may have changed the incumbent), and write
-        the verdict on it; without one when the budget ends the race."""
+        before each step (another worker's race may have changed the incumbent), and record
+        the verdict (study attribute ``race:N``); none when the budget ends the race."""
         while True:
             trials = self.study.get_trials(deepcopy=False)
             step = Board(trials, self.study.user_attrs, self.seeds).next(challenger)
