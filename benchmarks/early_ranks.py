@@ -32,11 +32,11 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
+from cellgraph.benchmarks.subcells import removals
 from cellgraph.cell.expr import Expr
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
 from cellgraph.discover.evaluator import Evaluator, measure
-from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.planted import planted_search
 from cellgraph.discover.screen import Screen
 from cellgraph.discover.space import CellSpace, to_cell
@@ -98,8 +98,8 @@ def screened_sub_cells(root: Expr, space: CellSpace = CellSpace(), screen: Scree
     """(change, cell): each structure of one node fewer that removing a node of ``root`` leaves
     and ``screen`` keeps."""
     k = len(root.internal_nodes())
-    return [(change, child) for change, child, _ in hashed_neighbours(root, space)
-            if change.startswith("remove ") and len(child.internal_nodes()) == k - 1 and screen.problem(child) is None]
+    return [(change, child) for change, child, _ in removals(root, space)
+            if len(child.internal_nodes()) == k - 1 and screen.problem(child) is None]
 
 
 def sub_cell_ranks(teacher: str, cells: int, epochs: Sequence[int], seed: int, weight_scale: float,
@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         if a.teacher is None or a.cells < 1 or min(epochs) < 1:
             p.exit(2, f"{p.prog}: error: give --teacher, and --cells and --epochs >= 1\n")
         try:
-            record = (sub_cell_ranks if a.sub_cells else early_ranks)(a.teacher, a.cells, epochs, a.seed, a.weight_scale)
+            ranks = sub_cell_ranks if a.sub_cells else early_ranks
+            record = ranks(a.teacher, a.cells, epochs, a.seed, a.weight_scale)
         except CellGraphError as err:
             p.exit(2, f"{p.prog}: error: {err}\n")
         records.mkdir(parents=True, exist_ok=True)

@@ -40,16 +40,21 @@ from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["sub_cells", "rung_ranks", "records", "merged", "expansion_place", "interleaved", "interleave_table",
-           "load_search", "subcells", "table", "main"]
+__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "interleaved",
+           "interleave_table", "load_search", "subcells", "table", "main"]
+
+
+def removals(teacher: Expr, space: CellSpace = CellSpace()) -> list[tuple[str, Expr, str]]:
+    """(change, cell, hash): each structure one removal of a node of ``teacher`` leaves."""
+    return [(change, child, key) for change, child, key in hashed_neighbours(teacher, space)
+            if change.startswith("remove ")]
 
 
 def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
     """hash -> name: the teacher (``teacher``) and each structure one removal leaves (its change
     and size, e.g. ``remove n2 keep right n1 (2 nodes)``)."""
     size = lambda n: f"{n} node" + ("s" if n != 1 else "")  # noqa: E731
-    found = {key: f"{change} ({size(len(child.internal_nodes()))})"
-             for change, child, key in hashed_neighbours(teacher, space) if change.startswith("remove ")}
+    found = {key: f"{change} ({size(len(child.internal_nodes()))})" for change, child, key in removals(teacher, space)}
     return {cell_hash(teacher): "teacher", **found}
 
 
