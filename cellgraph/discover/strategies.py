@@ -415,9 +415,11 @@ class EnumerationSearch:
         parents too, a level per size; the rankings of every level (and early rung) are taken in
         turn, so a cell that ranks first among its level's is expanded as soon as that level's
         turn comes, whichever level it is (best first over the tree of insertions)."""
-        levels = [{r.hash: r for r in history if r.hash in listed and r.early}]
-        levels += [{r.hash: r for r in history if r.early and r.hash not in listed and _size(r.root) == self.nodes + j}
-                   for j in range(1, self.depth)]
+        levels: list[dict[str, Record]] = [{} for _ in range(self.depth)]
+        for r in (r for r in history if r.early):
+            level = 0 if r.hash in listed else _size(r.root) - self.nodes
+            if r.hash in listed or 0 < level < self.depth:
+                levels[level][r.hash] = r
         for parent in _interleaved([list(level.values()) for level in levels]):
             children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
                         if name.startswith("insert ")]
