@@ -7,7 +7,8 @@ from each of its sub-cells of ``k - 1`` nodes, so ``cellgraph discover --strateg
 --grow`` finds it from any of them that reaches full fidelity and becomes a centre. For each run
 folder (a ``cellgraph discover --teacher`` run with its SQLite study, finished or not), per rung
 of its fidelity: how many cells reached the rung, the best loss there, and the rank (1: the
-lowest loss among them) and loss of the teacher and of each sub-cell that did. The record,
+lowest loss among them) and loss of the teacher and of each sub-cell that did, and their ranks
+among the cells of their size and among their siblings (one parent's insertions). The record,
 ``DIR/subcells-RUN.json`` (the run's name, its teacher, whether it had finished, the rows and
 the package versions), is written and printed as a table; ``--table`` prints the records in
 ``DIR`` and runs nothing. A search with ``--expand`` also gets the teacher's place in its
@@ -61,17 +62,36 @@ def sub_cells(teacher: Expr, space: CellSpace = CellSpace()) -> dict[str, str]:
 def rung_ranks(trials: Sequence[FrozenTrial], names: dict[str, str]) -> list[dict[str, Any]]:
     """Per rung (epochs, ascending): ``cells`` that reached it, the ``best`` loss there and
     ``ranked``, each of ``names``' cells among them with its ``rank`` (1: lowest loss; ties share
-    the better rank) and ``loss``."""
+    the better rank) and ``loss``; where the trials carry their cells, also its rank among the
+    cells of its size (``size_rank`` of ``size_cells``), and where they carry the parent a
+    mutation or insertion came from, among that parent's children (``sibling_rank`` of
+    ``siblings``): the rankings a best-first expansion takes its parents from."""
+    sizes = {t.user_attrs["hash"]: len(cell_from_json(t.user_attrs["cell"]).internal_nodes()) for t in trials
+             if "cell" in t.user_attrs}
+    parents = {t.user_attrs["hash"]: t.user_attrs["parent"] for t in trials if t.user_attrs.get("parent") is not None}
     rows = []
     for epochs in sorted({e for t in trials for e in t.intermediate_values}):
         losses = {t.user_attrs["hash"]: t.intermediate_values[epochs] for t in trials
                   if epochs in t.intermediate_values and "hash" in t.user_attrs}
         ordered = sorted(losses.values())
-        ranked = [{"name": names[key], "rank": 1 + sum(v < loss for v in ordered), "loss": loss}
-                  for key, loss in losses.items() if key in names]
+        ranked = []
+        for key, loss in ((key, loss) for key, loss in losses.items() if key in names):
+            cell = {"name": names[key], "rank": _rank(loss, ordered), "loss": loss}
+            if key in sizes:
+                peers = [v for other, v in losses.items() if sizes.get(other) == sizes[key]]
+                cell |= {"size_rank": _rank(loss, peers), "size_cells": len(peers)}
+            if key in parents:
+                peers = [v for other, v in losses.items() if parents.get(other) == parents[key]]
+                cell |= {"sibling_rank": _rank(loss, peers), "siblings": len(peers)}
+            ranked.append(cell)
         rows.append({"epochs": epochs, "cells": len(losses), "best": ordered[0],
                      "ranked": sorted(ranked, key=lambda r: r["rank"])})
     return rows
+
+
+def _rank(loss: float, losses: Sequence[float]) -> int:
+    """1 + how many of ``losses`` are lower than ``loss``."""
+    return 1 + sum(v < loss for v in losses)
 
 
 def records(trials: Sequence[FrozenTrial], early: Sequence[int]) -> list[Record]:
@@ -185,13 +205,16 @@ def interleaved(run_dirs: Sequence[Path]) -> dict[str, Any]:
 
 def table(records: list[dict[str, Any]]) -> str:
     """A row per run, rung and ranked cell: the run, rung epochs, cells at the rung and the best
-    loss there, the cell, its rank and loss (a rung none reached: ``-``)."""
+    loss there, the cell, its rank and loss, its rank among the cells of its size and among its
+    siblings (a rung none reached: ``-``)."""
     w = max([34, *(len(r["run"]) for r in records)])
-    lines = [f"{'run':<{w}} {'epochs':>6} {'cells':>6} {'best':>10}  {'cell':<36} {'rank':>5} {'loss':>10}"]
+    lines = [f"{'run':<{w}} {'epochs':>6} {'cells':>6} {'best':>10}  {'cell':<36} {'rank':>5} {'loss':>10} "
+             f"{'of its size':>12} {'of siblings':>12}"]
     for record in records:
         for rung in record["rungs"]:
             head = f"{record['run']:<{w}} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
-            lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g}" for r in rung["ranked"]] or \
+            lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g} {_of(r, 'size_rank', 'size_cells'):>12} "
+                      f"{_of(r, 'sibling_rank', 'siblings'):>12}" for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
     places = [(r["run"], r["expansion"]) for r in records if "expansion" in r]
     if places:
@@ -199,6 +222,11 @@ def table(records: list[dict[str, Any]]) -> str:
         lines += [f"{run:<{w}} {'-':>6} {'-':>12}" if e is None else
                   f"{run:<{w}} {e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}" for run, e in places]
     return "\n".join(lines)
+
+
+def _of(cell: dict[str, Any], rank: str, among: str) -> str:
+    """``RANK/AMONG`` of a ranked cell, ``-`` where its record has none (older records, no parent)."""
+    return f"{cell[rank]}/{cell[among]}" if rank in cell else "-"
 
 
 def interleave_table(records: list[dict[str, Any]]) -> str:

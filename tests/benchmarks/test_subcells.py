@@ -45,6 +45,23 @@ def test_ranks_count_the_cells_at_each_rung_and_skip_the_rungs_a_cell_did_not_re
     assert rows[1]["ranked"] == [{"name": "teacher", "rank": 1, "loss": 0.01}]
 
 
+def test_ranks_among_the_cells_of_one_size_and_among_one_parents_children():
+    one, two = Node("add", "tanh", 0, x, h), _three_nodes().children[0]
+    big = _three_nodes()
+
+    def made(key, cell, loss, parent=None):
+        attrs = {"hash": key, "cell": cell_json(cell), **({"parent": parent} if parent is not None else {})}
+        return create_trial(state=TrialState.PRUNED, intermediate_values={5: loss}, user_attrs=attrs)
+
+    trials = [made("a", one, 0.1), made("b", two, 0.2), made("c", big, 0.3, parent=1), made("d", big, 0.4, parent=2),
+              made("t", big, 0.5, parent=2), made("e", two, 0.6, parent=2)]
+    cell, = subcells.rung_ranks(trials, {"t": "teacher"})[0]["ranked"]
+    assert cell == {"name": "teacher", "rank": 5, "loss": 0.5, "size_rank": 3, "size_cells": 3, "sibling_rank": 2,
+                    "siblings": 3}
+    line = subcells.table([{"run": "r", "rungs": subcells.rung_ranks(trials, {"t": "teacher"})}]).splitlines()[1]
+    assert line.split()[-2:] == ["3/3", "2/3"]
+
+
 def test_the_record_of_a_tiny_enumeration_ranks_its_teacher(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["discover", "--teacher", "minimal:0:2-3", "--weight-scale", "1", "--strategy", "enumerate",
