@@ -82,7 +82,8 @@ RRNN_RUN = "RRNN_RUN"
 #: deep (``--depth 2``: the cells the expansion makes are expanded too, for teachers of
 #: four nodes); ``-screen`` proposes only
 #: the cells the screen at initialisation keeps (docs/discover.md, *The screen*); ``-intensify``
-#: races the answer over 3 training seeds (docs/discover.md, *Intensification*).
+#: races the answer over 3 training seeds (docs/discover.md, *Intensification*); ``-absorb`` keeps one
+#: cell per function class where a trainable tuple absorbs the difference (docs/discover.md, *Space*).
 ARMS: dict[str, tuple[str, ...]] = {
     "evolution": ("--strategy", "evolution"),
     "local": ("--strategy", "local"),
@@ -107,6 +108,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-expand-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--intensify", "3"),
     "enumerate-expand-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
                                                 "--intensify", "3"),
+    "enumerate-screen-absorb": ("--strategy", "enumerate", "--screen", "--absorb"),
+    "enumerate-expand-probe-screen-absorb": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
+                                             "--absorb"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,
@@ -220,6 +224,7 @@ def arm(config: dict[str, Any]) -> str:
              *(("--screen",) if config.get("screen") else ()),
              *(("--probes", str(config["probes"])) if config.get("probes") else ()),
              *(("--intensify", str(config["intensify"])) if config.get("intensify", 1) > 1 else ()),
+             *(("--absorb",) if config.get("absorb") else ()),
              *(("--motifs",) if config.get("motifs") else ()),
              *(("--first-improvement",) if config.get("first_improvement") else ()),
              *(f for name in config.get("seed_target") or () for f in ("--seed-target", name)),

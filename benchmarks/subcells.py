@@ -36,7 +36,7 @@ from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.screen import Screen
-from cellgraph.discover.space import CellSpace
+from cellgraph.discover.space import CellSpace, absorbed
 from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
@@ -142,7 +142,8 @@ def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) 
 
 
 def load_search(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]:
-    """A teacher search's settings (``discover.json``), its teacher's structure and its trials."""
+    """A teacher search's settings (``discover.json``), its teacher's structure (absorbed where
+    the search's space absorbs, :func:`~cellgraph.discover.space.absorbed`) and its trials."""
     import optuna
 
     from cellgraph.discover.storage import open_search_storage
@@ -155,8 +156,14 @@ def load_search(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]
     if "teacher" not in data:
         raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
     root = structure(data["teacher"], data["seed"], data["weight_scale"])
+    root = absorbed(root) if spec["space"].get("absorb") else root
     study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
     return spec, root, study.get_trials(deepcopy=False)
+
+
+def _space(spec: dict[str, Any]) -> CellSpace:
+    """The space a search's settings ran: the default one, absorbing where they say so."""
+    return CellSpace(absorb=spec["space"].get("absorb", False))
 
 
 def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
@@ -173,11 +180,13 @@ def subcells(run_dir: Path) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
     finished or not (``finished``: it wrote its ``discovery.json``)."""
     spec, root, trials = load_search(run_dir)
+    space = _space(spec)
     out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
-           "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root))}
+           "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root, space))}
     strategy = _expansion(spec)
     if strategy is not None:
-        out["expansion"] = expansion_place(records(trials, Fidelity.from_dict(spec["fidelity"]).early), root, strategy)
+        out["expansion"] = expansion_place(records(trials, Fidelity.from_dict(spec["fidelity"]).early), root, strategy,
+                                           space)
     return out
 
 
@@ -200,7 +209,7 @@ def interleaved(run_dirs: Sequence[Path]) -> dict[str, Any]:
     epochs = [Fidelity.from_dict(s["fidelity"]).epochs[0] for s, _, _ in loaded]
     history = merged([records(trials, (first,)) for first, (_, _, trials) in zip(epochs, loaded)])
     return {"runs": [d.name for d in run_dirs], "teacher": spec["evaluator"]["data"]["teacher"], "epochs": epochs,
-            "expansion": expansion_place(history, loaded[0][1], strategy)}
+            "expansion": expansion_place(history, loaded[0][1], strategy, _space(spec))}
 
 
 def table(records: list[dict[str, Any]]) -> str:

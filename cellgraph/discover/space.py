@@ -30,8 +30,8 @@ from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.errors import CellGraphError
 
-__all__ = ["IDENTITY", "KINDS", "CANDIDATE_LAYOUT", "CellSpace", "kind", "complexity", "renumber", "to_cell",
-           "from_cell", "validate", "sample_cell"]
+__all__ = ["IDENTITY", "KINDS", "CANDIDATE_LAYOUT", "CellSpace", "kind", "complexity", "renumber", "absorbed",
+           "to_cell", "from_cell", "validate", "sample_cell"]
 
 #: The tuple index of the identity tuple in a candidate; trainable nodes use 1, 2, ...
 IDENTITY = 0
@@ -52,6 +52,10 @@ class CellSpace:
         activations: activations ``U``.
         kinds: tuple kinds allowed, a subset of :data:`KINDS`.
         min_nodes, max_nodes: range of the number of distinct generated nodes.
+        absorb: refuse the nodes whose trainable tuple absorbs what they add (:func:`absorbed`):
+            ``one_minus`` on a ``W`` node, and a ``W`` ``add`` of one operand twice. Each is a
+            cell of the space reparametrised, so with ``absorb`` one cell stands for each such
+            function class.
     """
 
     leaves: tuple[Leaf, ...] = (x, h, zero)
@@ -60,6 +64,7 @@ class CellSpace:
     kinds: tuple[str, ...] = KINDS
     min_nodes: int = 1
     max_nodes: int = 15
+    absorb: bool = False
 
     def __post_init__(self) -> None:
         for name in self.activations:
@@ -84,7 +89,7 @@ class CellSpace:
         """A JSON form (recorded with a search)."""
         return {"leaves": [leaf.name for leaf in self.leaves], "ops": list(self.ops),
                 "activations": list(self.activations), "kinds": list(self.kinds),
-                "min_nodes": self.min_nodes, "max_nodes": self.max_nodes}
+                "min_nodes": self.min_nodes, "max_nodes": self.max_nodes, **({"absorb": True} if self.absorb else {})}
 
 
 def kind(node: Node) -> str:
@@ -170,7 +175,32 @@ def _node_reason(n: Node, space: CellSpace) -> str | None:
         return "product with zero (a constant)"
     if kind(n) == "I" and n.act == "identity" and n.op == "add" and zero in consts:
         return "no-op node (identity add of zero)"
+    if space.absorb and kind(n) == "W":
+        if n.act == "one_minus":
+            return "one_minus on a trainable tuple (the identity, its tuple negated)"
+        if n.op == "add" and n.children[0] == n.children[1]:
+            return "one operand added twice on a trainable tuple (one matrix)"
     return None
+
+
+def absorbed(root: Expr) -> Expr:
+    """``root`` with what its trainable tuples absorb taken out, the cell that stands for its
+    function class in a space with ``absorb``: a ``W`` node's ``one_minus`` becomes the identity,
+    since ``1 - (L a + R b + c) = (-L) a + (-R) b + (1 - c)``, and a ``W`` ``add`` of one operand
+    twice reads it once, since ``L a + R a + c = (L + R) a + c`` is ``add(a, zero)``'s
+    ``L' a + c``."""
+    built: dict[Expr, Expr] = {}
+    for e in root.walk():
+        if isinstance(e, Leaf):
+            built[e] = e
+            continue
+        left, right = built[e.left], built[e.right]
+        if kind(e) == "W":
+            built[e] = Node(e.op, "identity" if e.act == "one_minus" else e.act, e.tuple, left,
+                            zero if e.op == "add" and left == right else right)
+        else:
+            built[e] = Node(e.op, e.act, e.tuple, left, right)
+    return renumber(built[root])
 
 
 def validate(root: Expr, space: CellSpace) -> str | None:

@@ -98,6 +98,11 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
                          "seed_target": []}) == "enumerate-expand2-probe-screen"
     (_, args, _), = recovery.runs(("minimal:25:4-7",), ("enumerate-expand2-probe-screen",), 1, 5)
     assert args[args.index("--depth") + 1] == "2" and "--expand" in args
+    for name, extra in (("enumerate-screen-absorb", {}), ("enumerate-expand-probe-screen-absorb",
+                                                          {"expand": True, "probes": 1})):
+        assert recovery.arm({"strategy": "enumerate", "screen": 3, "absorb": True, "seed_target": [], **extra}) == name
+        (_, args, _), = recovery.runs(("minimal:5:2-3",), (name,), 1, 5)
+        assert "--absorb" in args
 
 
 def _write_check(folder, teacher, objectives, margin=0.1, finished=True, complexity=None):

@@ -8,7 +8,8 @@ import pytest
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.cli.main import main
 from cellgraph.discover.cache import cell_from_json, cell_hash
-from cellgraph.discover.space import from_cell
+from cellgraph.discover.space import absorbed, from_cell
+from cellgraph.discover.planted import planted_search
 from cellgraph.export.jsonio import load_document
 from cellgraph.targets import target
 from tests.discover.cells import logged_form, structure_run
@@ -53,6 +54,19 @@ def test_a_search_seeded_with_the_teacher_recovers_it_writes_its_cells_and_resum
     assert record["evaluator"]["floor"] == 1e-5  # the default floor is one of the study's settings:
     assert main([*args, "--error-floor", "0"]) == 2  # a search without it (as before it) is another study
     assert "other settings (evaluator" in capsys.readouterr().err
+
+
+def test_with_absorb_the_search_recovers_the_teachers_absorbed_form(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["discover", "--teacher", "minimal:4:4-7", "--weight-scale", "1", "--absorb", "--strategy", "random",
+                 "--budget", "1", "--dir", str(run), *TINY]) == 0
+    capsys.readouterr()
+    record = json.loads((run / "discovery.json").read_text())
+    _, root, _, _ = planted_search("minimal:4:4-7", 0, None, weight_scale=1)
+    assert record["teacher"]["hash"] == cell_hash(root) != record["teacher"]["absorbed"]["hash"]
+    assert record["teacher"]["absorbed"]["hash"] == cell_hash(absorbed(root))
+    spec = json.loads((run / "discover.json").read_text())
+    assert spec["target_hash"] == cell_hash(absorbed(root)) and spec["space"]["absorb"] is True
 
 
 def test_a_tpe_search_runs_from_the_command_line_and_records_its_strategy(tmp_path, capsys, monkeypatch):

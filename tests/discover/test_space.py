@@ -5,7 +5,9 @@ import pytest
 
 from cellgraph.cell.expr import Node, h, x, zero
 from cellgraph.discover.cache import cell_hash
-from cellgraph.discover.space import IDENTITY, CellSpace, complexity, from_cell, kind, sample_cell, to_cell, validate
+from cellgraph.discover.enumeration import cells_of_size
+from cellgraph.discover.space import (IDENTITY, CellSpace, absorbed, complexity, from_cell, kind, sample_cell, to_cell,
+                                    validate)
 from cellgraph.errors import CellGraphError
 from tests.discover.cells import gru, no_op, small
 
@@ -98,6 +100,35 @@ def test_to_dict_records_every_setting_by_name():
         "leaves": ["x", "h", "zero"], "ops": ["add", "mul"],
         "activations": ["sigmoid", "tanh", "one_minus", "identity"], "kinds": ["W", "I"],
         "min_nodes": 2, "max_nodes": 9}
+    assert CellSpace(absorb=True).to_dict()["absorb"] is True  # recorded only when set: earlier studies resume
+
+
+GATE = Node("mul", "tanh", 1, x, h)
+
+
+@pytest.mark.parametrize("root, reason", [
+    (Node("add", "identity", 2, GATE, GATE), "one operand added twice on a trainable tuple (one matrix)"),
+    (Node("add", "one_minus", 1, x, h), "one_minus on a trainable tuple (the identity, its tuple negated)"),
+    (Node("mul", "tanh", 2, Node("mul", "one_minus", 1, x, h), h), "one_minus on a trainable tuple"),
+])
+def test_a_space_that_absorbs_refuses_what_a_trainable_tuple_absorbs_and_absorbed_gives_its_class(root, reason):
+    assert validate(root, CellSpace()) is None
+    assert validate(root, CellSpace(absorb=True)).startswith(reason)
+    plain = absorbed(root)
+    assert validate(plain, CellSpace(absorb=True)) is None and len(plain.internal_nodes()) == len(root.internal_nodes())
+    assert absorbed(plain) == plain
+
+
+def test_absorbed_leaves_the_identity_tuples_one_minus_and_sums_alone_and_reads_a_doubled_operand_once():
+    kept = Node("add", "one_minus", IDENTITY, Node("add", "identity", IDENTITY, x, x), h)
+    assert absorbed(kept) == kept and validate(kept, CellSpace(absorb=True)) is None
+    assert absorbed(Node("add", "identity", 2, GATE, GATE)) == Node("add", "identity", 2, GATE, zero)
+    assert absorbed(Node("add", "tanh", 2, GATE, GATE)) != Node("add", "tanh", 2, GATE, GATE)
+    assert absorbed(Node("mul", "tanh", 2, GATE, GATE)) == Node("mul", "tanh", 2, GATE, GATE)  # (L a) (R a): no
+
+
+def test_a_space_that_absorbs_lists_a_third_fewer_cells_of_two_nodes():
+    assert [len(cells_of_size(k, CellSpace(absorb=True))) for k in (1, 2)] == [14, 1106]
 
 
 def test_complexity_counts_nodes_and_the_matrices_that_multiply_something():

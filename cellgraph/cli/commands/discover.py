@@ -92,6 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "forgotten over 10 steps) "
                              "on at least one of DRAWS random weight draws (default 3; docs/discover.md, "
                              "*The screen*)")
+    search.add_argument("--absorb", action="store_true",
+                        help="one cell per function class where a trainable tuple absorbs the difference: refuse "
+                             "one_minus on a trainable node (the identity, its tuple negated) and a trainable add of "
+                             "one operand twice (one matrix); a teacher is recovered as its absorbed form "
+                             "(docs/discover.md, *Space*)")
     search.add_argument("--motifs", action="store_true",
                         help="evolution and local search also make the moves that build gated cells in one "
                              "step: gate the update, gate an h operand, wrap an operand in an activation")
@@ -343,6 +348,7 @@ def _run_seeds(args: argparse.Namespace, folder: Path) -> tuple[tuple, dict[str,
 def _search(args: argparse.Namespace) -> int:
     from cellgraph.discover import (CellSpace, EnumerationSearch, LocalSearch, RandomSearch, RegularizedEvolution,
                                     Screen, TPESearch, cell_hash, discover)
+    from cellgraph.discover.space import absorbed
     from cellgraph.files import write_json
 
     fidelity = _fidelity(args)
@@ -359,13 +365,14 @@ def _search(args: argparse.Namespace) -> int:
                 "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen,
                                                        args.expand, args.depth)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
-    target = None if teacher is None else cell_hash(teacher)
-    result = discover(CellSpace(), evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
+    space = CellSpace(absorb=args.absorb)
+    target = None if teacher is None else cell_hash(absorbed(teacher) if args.absorb else teacher)
+    result = discover(space, evaluator, strategy, args.budget, fidelity=fidelity, storage=args.storage,
                       study=args.study, run_dir=folder, seed=args.seed, worker=args.worker,
                       target_hash=target, keep=args.keep, settings=settings)
     best = write_best(folder, result, target)
     write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data,
-                                           "teacher": None if teacher is None else _teacher(args.teacher, teacher),
+                                           "teacher": None if teacher is None else _teacher(args.teacher, teacher, args.absorb),
                                            "evaluator": settings, "result": result.to_dict(), "best": best,
                                            **({} if seeded is None else {"seed_run": seeded})})
     _print_search(args, folder, teacher, result, best)
@@ -395,12 +402,16 @@ def write_best(folder: Path, result, teacher_hash: str | None) -> list[dict[str,
     return best
 
 
-def _teacher(name: str, root) -> dict[str, Any]:
+def _teacher(name: str, root, absorb: bool = False) -> dict[str, Any]:
+    """The teacher's record: name, hash, form and complexity, and with ``absorb`` its absorbed
+    form's hash and form (what the search recovers)."""
     from cellgraph.discover import cell_hash
     from cellgraph.discover.show import candidate_form
-    from cellgraph.discover.space import complexity
+    from cellgraph.discover.space import absorbed, complexity
 
-    return {"name": name, "hash": cell_hash(root), "form": candidate_form(root), "complexity": complexity(root)}
+    own = {"name": name, "hash": cell_hash(root), "form": candidate_form(root), "complexity": complexity(root)}
+    return own | ({"absorbed": {"hash": cell_hash(absorbed(root)), "form": candidate_form(absorbed(root))}}
+                  if absorb else {})
 
 
 def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
