@@ -222,8 +222,9 @@ def table(records: list[dict[str, Any]]) -> str:
     for record in records:
         for rung in record["rungs"]:
             head = f"{record['run']:<{w}} {rung['epochs']:>6} {rung['cells']:>6} {rung['best']:>10.4g}"
-            lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g} {_of(r, 'size_rank', 'size_cells'):>12} "
-                      f"{_of(r, 'sibling_rank', 'siblings'):>12}" for r in rung["ranked"]] or \
+            lines += [f"{head}  {r['name']:<36} {r['rank']:>5} {r['loss']:>10.4g} "
+                      f"{_of(r, 'size_rank', 'size_cells'):>12} {_of(r, 'sibling_rank', 'siblings'):>12}"
+                      for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
     places = [(r["run"], r["expansion"]) for r in records if "expansion" in r]
     if places:

@@ -60,7 +60,7 @@ def test_with_absorb_the_search_recovers_the_teachers_absorbed_form(tmp_path, ca
     run = tmp_path / "run"
     assert main(["discover", "--teacher", "minimal:4:4-7", "--weight-scale", "1", "--absorb", "--strategy", "random",
                  "--budget", "1", "--dir", str(run), *TINY]) == 0
-    capsys.readouterr()
+    assert "recovered as its absorbed form: h = " in capsys.readouterr().out
     record = json.loads((run / "discovery.json").read_text())
     _, root, _, _ = planted_search("minimal:4:4-7", 0, None, weight_scale=1)
     assert record["teacher"]["hash"] == cell_hash(root) != record["teacher"]["absorbed"]["hash"]

@@ -371,8 +371,8 @@ def _search(args: argparse.Namespace) -> int:
                       study=args.study, run_dir=folder, seed=args.seed, worker=args.worker,
                       target_hash=target, keep=args.keep, settings=settings)
     best = write_best(folder, result, target)
-    write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data,
-                                           "teacher": None if teacher is None else _teacher(args.teacher, teacher, args.absorb),
+    planted = None if teacher is None else _teacher(args.teacher, teacher, args.absorb)
+    write_json(folder / "discovery.json", {**_record(args), "budget": args.budget, "data": data, "teacher": planted,
                                            "evaluator": settings, "result": result.to_dict(), "best": best,
                                            **({} if seeded is None else {"seed_run": seeded})})
     _print_search(args, folder, teacher, result, best)
@@ -417,9 +417,12 @@ def _teacher(name: str, root, absorb: bool = False) -> dict[str, Any]:
 def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
     from cellgraph.discover import cell_from_json
     from cellgraph.discover.show import candidate_equations, candidate_form
+    from cellgraph.discover.space import absorbed
 
     if teacher is not None:
         print(f"teacher {args.teacher}: {candidate_form(teacher)}")
+        if args.absorb:
+            print(f"  recovered as its absorbed form: {candidate_form(absorbed(teacher))}")
         print(candidate_equations(teacher))
     print(f"{result.evaluations:g} evaluations, {result.trials} trials, {result.trained} cells trained, "
           f"{result.duplicates} duplicates reused, {result.skipped} skipped"
