@@ -41,8 +41,8 @@ from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "interleaved",
-           "interleave_table", "load_search", "subcells", "table", "main"]
+__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place",
+           "interleaved", "interleave_table", "load_search", "subcells", "table", "main"]
 
 
 def removals(teacher: Expr, space: CellSpace = CellSpace()) -> list[tuple[str, Expr, str]]:
@@ -134,6 +134,15 @@ def expansion_place(history: Sequence[Record], teacher: Expr, strategy: Enumerat
     return None
 
 
+def absorbed_place(history: Sequence[Record], teacher: Expr, strategy: EnumerationSearch,
+                   space: CellSpace = CellSpace()) -> dict[str, Any] | None:
+    """:func:`expansion_place` had the search's ``space`` absorbed (``absorb=True``,
+    docs/discover.md, *Space*): the listed cells that stay keep their early losses in
+    ``history`` (a cell trains alike in either space), the others and their insertions are
+    gone, and the teacher is its absorbed form."""
+    return expansion_place(history, absorbed(teacher), strategy, replace(space, absorb=True))
+
+
 def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) -> int:
     """How many distinct cells the best-first expansion of ``strategy``'s list holds (every
     insertion into a listed cell that the screen keeps; the order does not change the count)."""
@@ -176,17 +185,21 @@ def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
                              depth=settings.get("depth", 1))
 
 
-def subcells(run_dir: Path) -> dict[str, Any]:
+def subcells(run_dir: Path, absorb: bool = False) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
-    finished or not (``finished``: it wrote its ``discovery.json``)."""
+    finished or not (``finished``: it wrote its ``discovery.json``); with ``absorb`` also the
+    teacher's place in the expansion had the space absorbed (``absorbed``:
+    :func:`absorbed_place`)."""
     spec, root, trials = load_search(run_dir)
     space = _space(spec)
     out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
            "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root, space))}
     strategy = _expansion(spec)
     if strategy is not None:
-        out["expansion"] = expansion_place(records(trials, Fidelity.from_dict(spec["fidelity"]).early), root, strategy,
-                                           space)
+        history = records(trials, Fidelity.from_dict(spec["fidelity"]).early)
+        out["expansion"] = expansion_place(history, root, strategy, space)
+        if absorb:
+            out["absorbed"] = absorbed_place(history, root, strategy)
     return out
 
 
@@ -226,12 +239,18 @@ def table(records: list[dict[str, Any]]) -> str:
                       f"{_of(r, 'size_rank', 'size_cells'):>12} {_of(r, 'sibling_rank', 'siblings'):>12}"
                       for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
-    places = [(r["run"], r["expansion"]) for r in records if "expansion" in r]
+    places = [(r["run"], r["expansion"], r.get("absorbed")) for r in records if "expansion" in r]
     if places:
-        lines += ["", f"{'run':<{w}} {'place':>6} {'parent rank':>12}   (the teacher in the best-first expansion)"]
-        lines += [f"{run:<{w}} {'-':>6} {'-':>12}" if e is None else
-                  f"{run:<{w}} {e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}" for run, e in places]
+        lines += ["", f"{'run':<{w}} {'place':>6} {'parent rank':>12} {'absorbed':>9}   "
+                      "(the teacher in the best-first expansion; absorbed: had the space absorbed)"]
+        lines += [f"{run:<{w}} {_place(e)} {'-':>9}" if a is None else f"{run:<{w}} {_place(e)} {a['place']:>9}"
+                  for run, e, a in places]
     return "\n".join(lines)
+
+
+def _place(e: dict[str, Any] | None) -> str:
+    """An expansion place and its parent's rank, ``-`` for none."""
+    return f"{'-':>6} {'-':>12}" if e is None else f"{e['place']:>6} {e['parent_rank']:>5} of {e['parents']:<4}"
 
 
 def _of(cell: dict[str, Any], rank: str, among: str) -> str:
@@ -257,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="one record of the RUN_DIRs together (best-first expansion searches of one teacher and seed "
                         "whose first rungs differ): the teacher's place when the expansion ranks the list by each "
                         "run's first rung in turn, as a search with those rungs as probes would")
+    p.add_argument("--absorbed", action="store_true",
+                   help="also the teacher's place in the expansion had the search's space absorbed (--absorb): the "
+                        "listed cells that stay keep their losses")
     p.add_argument("--expansion-size", action="store_true",
                    help="count the cells of the best-first expansion of the screened list of one and two nodes "
                         "(about 10 minutes) into DIR/expansion-size.json")
@@ -272,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.interleave:
             run_records.keep(p, folder, f"interleave-{'+'.join(d.name for d in a.runs)}", lambda: interleaved(a.runs))
         for run_dir in [] if a.interleave else a.runs:
-            run_records.keep(p, folder, f"subcells-{run_dir.name}", lambda: subcells(run_dir))
+            run_records.keep(p, folder, f"subcells-{run_dir.name}", lambda: subcells(run_dir, a.absorbed))
     singles, mixed = run_records.read(folder, "subcells"), run_records.read(folder, "interleave")
     print("\n\n".join([table(singles)] * bool(singles) + [interleave_table(mixed)] * bool(mixed)))
     size = folder / "expansion-size.json"

@@ -77,6 +77,8 @@ class CellSpace:
             raise CellGraphError(f"tuple kinds must be among {KINDS}, got {self.kinds}")
         if not 1 <= self.min_nodes <= self.max_nodes:
             raise CellGraphError(f"node range {self.min_nodes}..{self.max_nodes}: need 1 <= min <= max")
+        if self.absorb and "one_minus" in self.activations and "identity" not in self.activations:
+            raise CellGraphError("absorb: a trainable one_minus is absorbed into the identity, which the space lacks")
         if len(set(self.leaves)) != len(self.leaves) or not self.required:
             raise CellGraphError(f"leaves must be distinct and include a data or prev leaf, got {self.leaves}")
 

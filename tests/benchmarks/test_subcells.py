@@ -1,6 +1,7 @@
 """The sub-cells benchmark: where a teacher and the cells one removal leaves rank at each rung."""
 
 import json
+from dataclasses import replace
 
 import optuna
 import pytest
@@ -107,6 +108,22 @@ def test_the_teachers_place_in_the_expansion_follows_its_best_sub_cells_rank_at_
         places[first] = place["place"]
     assert 1 <= places[0.1] < places[0.9] <= subcells.expansion_size(strategy, narrow)
     assert subcells.expansion_place(history([0.1])[:1], teacher, strategy, narrow) is None  # the list unfinished
+
+
+def test_the_absorbed_place_drops_the_listed_cells_the_absorbing_space_refuses_and_finds_the_absorbed_teacher():
+    narrow = CellSpace(activations=("tanh", "one_minus", "identity"), kinds=("W",), max_nodes=2)
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    ones = [cell for cell, _ in strategy.listed(narrow)]
+    study = optuna.create_study()
+    study.add_trials([create_trial(state=TrialState.PRUNED, intermediate_values={1: 0.5 + 0.01 * k},
+                                   user_attrs={"hash": cell_hash(c), "cell": cell_json(c)}) for k, c in enumerate(ones)])
+    history = subcells.records(study.get_trials(), (1,))
+    teacher = Node("add", "one_minus", 2, next(c for c in ones if c.act == "tanh"), h)
+    plain = subcells.expansion_place(history, teacher, strategy, narrow)
+    place = subcells.absorbed_place(history, teacher, strategy, narrow)
+    kept = sum(c.act != "one_minus" and c.children[0] != c.children[1] for c in ones)
+    assert place["parents"] == kept < plain["parents"] == len(ones)
+    assert subcells.expansion_place(history, teacher, strategy, replace(narrow, absorb=True)) is None
 
 
 def test_interleaving_two_runs_rankings_gives_the_place_of_a_search_with_a_probe_rung(tmp_path, capsys):
