@@ -151,7 +151,8 @@ def test_complexity_counts_nodes_and_the_matrices_that_multiply_something():
     (dict(leaves=(x, x, h)), "leaves must be distinct and include a data or prev leaf"),
     (dict(leaves=(zero,)), "leaves must be distinct and include a data or prev leaf"),
     (dict(absorb=True, activations=("tanh", "one_minus")), "absorb: a trainable one_minus is absorbed into the identity"),
-], ids=["no-op", "no-activation", "no-kind", "unknown-kind", "min-0", "min-over-max", "repeated-leaf", "no-input"])
+], ids=["no-op", "no-activation", "no-kind", "unknown-kind", "min-0", "min-over-max", "repeated-leaf", "no-input",
+             "absorb-without-identity"])
 def test_a_bad_space_is_refused_by_name(kwargs, message):
     with pytest.raises(CellGraphError, match=f"^{message}"):
         CellSpace(**kwargs)
