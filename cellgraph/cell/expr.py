@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from cellgraph.cell import registry
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "relabel", "substitute", "x", "h", "c", "zero", "one"]
+__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "rebuild", "relabel", "substitute", "x", "h", "c", "zero", "one"]
 
 
 class Role(str, Enum):
@@ -210,13 +210,19 @@ class Node(Expr):
         return f"{self.act}[{self.op}_{self.tuple}]({self.left}, {self.right})"
 
 
+def rebuild(root: Expr, make: Callable[[Node, Expr, Expr], Expr]) -> Expr:
+    """``root`` rebuilt children first: each node ``n`` becomes ``make(n, left, right)``, its
+    operands already rebuilt; leaves stay, and a shared subtree is rebuilt once and still shared."""
+    built: dict[Expr, Expr] = {}
+    for e in root.walk():
+        built[e] = e if isinstance(e, Leaf) else make(e, built[e.left], built[e.right])
+    return built[root]
+
+
 def relabel(root: Expr, label: Callable[[Node], tuple[str, str, int]]) -> Expr:
     """``root`` with every node's ``(op, act, tuple)`` replaced by ``label(node)``: the same
     shape and leaves, a shared subtree still shared."""
-    built: dict[Expr, Expr] = {}
-    for e in root.walk():
-        built[e] = e if isinstance(e, Leaf) else Node(*label(e), built[e.left], built[e.right])
-    return built[root]
+    return rebuild(root, lambda n, left, right: Node(*label(n), left, right))
 
 
 def substitute(root: Expr, old: Expr, new: Expr) -> Expr:

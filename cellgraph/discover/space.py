@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from cellgraph.algorithms.canonical import canonical
 from cellgraph.algorithms.shape import shape_code
 from cellgraph.cell import registry
-from cellgraph.cell.expr import Expr, Leaf, Node, Role, h, relabel, x, zero
+from cellgraph.cell.expr import Expr, Leaf, Node, Role, h, rebuild, relabel, x, zero
 from cellgraph.cell.graph import CellGraph, MultiCell
 from cellgraph.cell.layout import Layout, TupleSpec
 from cellgraph.errors import CellGraphError
@@ -191,18 +191,13 @@ def absorbed(root: Expr) -> Expr:
     since ``1 - (L a + R b + c) = (-L) a + (-R) b + (1 - c)``, and a ``W`` ``add`` of one operand
     twice reads it once, since ``L a + R a + c = (L + R) a + c`` is ``add(a, zero)``'s
     ``L' a + c``."""
-    built: dict[Expr, Expr] = {}
-    for e in root.walk():
-        if isinstance(e, Leaf):
-            built[e] = e
-            continue
-        left, right = built[e.left], built[e.right]
-        if kind(e) == "W":
-            built[e] = Node(e.op, "identity" if e.act == "one_minus" else e.act, e.tuple, left,
-                            zero if e.op == "add" and left == right else right)
-        else:
-            built[e] = Node(e.op, e.act, e.tuple, left, right)
-    return renumber(built[root])
+    def absorb(n: Node, left: Expr, right: Expr) -> Node:
+        if kind(n) != "W":
+            return Node(n.op, n.act, n.tuple, left, right)
+        return Node(n.op, "identity" if n.act == "one_minus" else n.act, n.tuple, left,
+                    zero if n.op == "add" and left == right else right)
+
+    return renumber(rebuild(root, absorb))
 
 
 def validate(root: Expr, space: CellSpace) -> str | None:

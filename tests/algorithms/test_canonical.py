@@ -20,7 +20,7 @@ from cellgraph.cell import registry
 from cellgraph.algorithms.isomorphism import (
     apply_swaps, iso_class, iso_class_size, iso_swaps, position_key,
 )
-from cellgraph.cell.expr import Expr, Leaf, Node, h, x, zero
+from cellgraph.cell.expr import Expr, Leaf, Node, h, rebuild, x, zero
 from cellgraph.cell.graph import CellGraph
 from cellgraph.cell.layout import Layout
 from cellgraph.cell.tree import Tree, unfold
@@ -104,16 +104,12 @@ def brute_iso(tree: Tree) -> dict[frozenset, Tree]:
 def flip_identity_operands(draw, root: Expr) -> Expr:
     """The DAG with the operands of identity-tuple nodes exchanged at random (a different
     Expr, the same function)."""
-    memo: dict[Expr, Expr] = {}
-    for e in root.walk():
-        if isinstance(e, Leaf):
-            memo[e] = e
-            continue
-        left, right = memo[e.left], memo[e.right]
-        if e.tuple == ID and draw(st.booleans()):
+    def flip(n: Node, left: Expr, right: Expr) -> Node:
+        if n.tuple == ID and draw(st.booleans()):
             left, right = right, left
-        memo[e] = Node(e.op, e.act, e.tuple, left, right)
-    return memo[root]
+        return Node(n.op, n.act, n.tuple, left, right)
+
+    return rebuild(root, flip)
 
 
 # --- canonical forms -------------------------------------------------------------------
