@@ -165,7 +165,7 @@ def load_search(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]
     if "teacher" not in data:
         raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
     root = structure(data["teacher"], data["seed"], data["weight_scale"])
-    root = absorbed(root) if spec["space"].get("absorb") else root
+    root = absorbed(root) if _space(spec).absorb else root
     study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
     return spec, root, study.get_trials(deepcopy=False)
 
@@ -199,7 +199,7 @@ def subcells(run_dir: Path, absorb: bool = False) -> dict[str, Any]:
         history = records(trials, Fidelity.from_dict(spec["fidelity"]).early)
         out["expansion"] = expansion_place(history, root, strategy, space)
         if absorb:
-            out["absorbed"] = absorbed_place(history, root, strategy)
+            out["absorbed"] = absorbed_place(history, root, strategy, space)
     return out
 
 

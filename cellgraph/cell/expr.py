@@ -24,7 +24,8 @@ from typing import Callable, Iterator
 from cellgraph.cell import registry
 from cellgraph.errors import CellGraphError
 
-__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "rebuild", "relabel", "substitute", "x", "h", "c", "zero", "one"]
+__all__ = ["Role", "Expr", "Leaf", "Node", "IMPLIED_ROLES", "rebuild", "relabel", "substitute", "x", "h", "c", "zero",
+           "one"]
 
 
 class Role(str, Enum):

@@ -410,8 +410,10 @@ def _teacher(name: str, root, absorb: bool = False) -> dict[str, Any]:
     from cellgraph.discover.space import absorbed, complexity
 
     own = {"name": name, "hash": cell_hash(root), "form": candidate_form(root), "complexity": complexity(root)}
-    return own | ({"absorbed": {"hash": cell_hash(absorbed(root)), "form": candidate_form(absorbed(root))}}
-                  if absorb else {})
+    if not absorb:
+        return own
+    plain = absorbed(root)
+    return own | {"absorbed": {"hash": cell_hash(plain), "form": candidate_form(plain)}}
 
 
 def _print_search(args: argparse.Namespace, folder: Path, teacher, result, best: list[dict]) -> None:
