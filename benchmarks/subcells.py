@@ -41,7 +41,7 @@ from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place",
+__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place", "pending_place",
            "interleaved", "interleave_table", "load_search", "subcells", "table", "main"]
 
 
@@ -94,10 +94,11 @@ def _rank(loss: float, losses: Sequence[float]) -> int:
     return 1 + sum(v < loss for v in losses)
 
 
-def records(trials: Sequence[FrozenTrial], early: Sequence[int]) -> list[Record]:
+def records(trials: Sequence[FrozenTrial], early: Sequence[int], rungs: Sequence[int] = ()) -> list[Record]:
     """The search's records of ``trials`` (those with a cell), ``early`` the epochs of the rungs
-    every candidate trains (:attr:`~cellgraph.discover.fidelity.Fidelity.early`)."""
-    return [Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), early) for t in trials
+    every candidate trains (:attr:`~cellgraph.discover.fidelity.Fidelity.early`), ``rungs``
+    every rung's."""
+    return [Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), early, rungs) for t in trials
             if "cell" in t.user_attrs]
 
 
@@ -143,6 +144,26 @@ def absorbed_place(history: Sequence[Record], teacher: Expr, strategy: Enumerati
     return expansion_place(history, absorbed(teacher), strategy, replace(space, absorb=True))
 
 
+def pending_place(history: Sequence[Record], teacher: Expr, strategy: EnumerationSearch,
+                  space: CellSpace = CellSpace()) -> dict[str, Any] | None:
+    """Where ``teacher`` comes in ``strategy``'s best-first expansion as a search stands, finished
+    or not, at any depth (``history``: every record so far): ``place`` (1: the next cell the
+    expansion trains; the cells the history holds do not count), its parent (trial number) and
+    the parent's turn (``parent_rank``, 1 the first parent of the order, whether expanded yet or
+    not); None when the order holds no teacher (no sub-cell of it has trained). The order is
+    the one the history gives now: the cells trained before the teacher's turn join it as
+    parents and may move it, so this is the place were no new parent to rank above its own."""
+    listed = {key for _, key in strategy.listed(space)}
+    seen, target, fresh, turns = {r.hash for r in history}, cell_hash(teacher), set(), {}
+    for child, key, parent in strategy.expansion_order(history, listed, space):
+        turns.setdefault(parent, len(turns) + 1)
+        if key == target:
+            return {"place": len(fresh) + 1, "parent": parent, "parent_rank": turns[parent]}
+        if key not in seen:
+            fresh.add(key)
+    return None
+
+
 def expansion_size(strategy: EnumerationSearch, space: CellSpace = CellSpace()) -> int:
     """How many distinct cells the best-first expansion of ``strategy``'s list holds (every
     insertion into a listed cell that the screen keeps; the order does not change the count)."""
@@ -182,24 +203,33 @@ def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
         return None
     screen = settings.get("screen")
     return EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen), expand=True,
-                             depth=settings.get("depth", 1))
+                             depth=settings.get("depth", 1), all_rungs=settings.get("all_rungs", False))
 
 
-def subcells(run_dir: Path, absorb: bool = False) -> dict[str, Any]:
+def subcells(run_dir: Path, absorb: bool = False, all_rungs: bool = False) -> dict[str, Any]:
     """The record of the module docstring (without versions) of the search in ``run_dir``,
     finished or not (``finished``: it wrote its ``discovery.json``); with ``absorb`` also the
     teacher's place in the expansion had the space absorbed (``absorbed``:
-    :func:`absorbed_place`)."""
+    :func:`absorbed_place`). A search that expands deeper than one node also gets the
+    teacher's place as it stands (``pending``: :func:`pending_place`); with ``all_rungs`` the
+    place (``expansion`` or ``pending``) had the expansion ranked its parents at every rung
+    (``all_rungs``)."""
     spec, root, trials = load_search(run_dir)
     space = _space(spec)
     out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
            "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root, space))}
     strategy = _expansion(spec)
     if strategy is not None:
-        history = records(trials, Fidelity.from_dict(spec["fidelity"]).early)
+        fidelity = Fidelity.from_dict(spec["fidelity"])
+        history = records(trials, fidelity.early, fidelity.epochs)
         out["expansion"] = expansion_place(history, root, strategy, space)
         if absorb:
             out["absorbed"] = absorbed_place(history, root, strategy, space)
+        place = pending_place if strategy.depth > 1 else expansion_place
+        if strategy.depth > 1:
+            out["pending"] = place(history, root, strategy, space)
+        if all_rungs:
+            out["all_rungs"] = place(history, root, replace(strategy, all_rungs=True), space)
     return out
 
 
@@ -239,13 +269,19 @@ def table(records: list[dict[str, Any]]) -> str:
                       f"{_of(r, 'size_rank', 'size_cells'):>12} {_of(r, 'sibling_rank', 'siblings'):>12}"
                       for r in rung["ranked"]] or \
                 [f"{head}  {'-':<36} {'-':>5} {'-':>10}"]
-    places = [(r["run"], r["expansion"], r.get("absorbed")) for r in records if "expansion" in r]
+    places = [r for r in records if "expansion" in r]
     if places:
-        lines += ["", f"{'run':<{w}} {'place':>6} {'parent rank':>12} {'absorbed':>9}   "
-                      "(the teacher in the best-first expansion; absorbed: had the space absorbed)"]
-        lines += [f"{run:<{w}} {_place(e)} {'-':>9}" if a is None else f"{run:<{w}} {_place(e)} {a['place']:>9}"
-                  for run, e, a in places]
+        lines += ["", f"{'run':<{w}} {'place':>6} {'parent rank':>12} {'absorbed':>9} {'pending':>8} {'all rungs':>9}"
+                      "   (the teacher in the best-first expansion; absorbed: had the space absorbed; pending: "
+                      "cells to train first as the search stands; all rungs: parents ranked at every rung)"]
+        lines += [f"{r['run']:<{w}} {_place(r['expansion'])} {_cells(r.get('absorbed')):>9} "
+                  f"{_cells(r.get('pending')):>8} {_cells(r.get('all_rungs')):>9}" for r in places]
     return "\n".join(lines)
+
+
+def _cells(e: dict[str, Any] | None) -> str:
+    """A place's cell count, ``-`` for none."""
+    return "-" if e is None else f"{e['place']:,}"
 
 
 def _place(e: dict[str, Any] | None) -> str:
@@ -279,6 +315,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--absorbed", action="store_true",
                    help="also the teacher's place in the expansion had the search's space absorbed (--absorb): the "
                         "listed cells that stay keep their losses")
+    p.add_argument("--all-rungs", action="store_true",
+                   help="also the teacher's place had the expansion ranked its parents at every rung they reached "
+                        "(discover --all-rungs): in the expansion, or as the search stands when it expands deeper")
     p.add_argument("--expansion-size", action="store_true",
                    help="count the cells of the best-first expansion of the screened list of one and two nodes "
                         "(about 10 minutes) into DIR/expansion-size.json")
@@ -294,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.interleave:
             run_records.keep(p, folder, f"interleave-{'+'.join(d.name for d in a.runs)}", lambda: interleaved(a.runs))
         for run_dir in [] if a.interleave else a.runs:
-            run_records.keep(p, folder, f"subcells-{run_dir.name}", lambda: subcells(run_dir, a.absorbed))
+            run_records.keep(p, folder, f"subcells-{run_dir.name}", lambda: subcells(run_dir, a.absorbed, a.all_rungs))
     singles, mixed = run_records.read(folder, "subcells"), run_records.read(folder, "interleave")
     print("\n\n".join([table(singles)] * bool(singles) + [interleave_table(mixed)] * bool(mixed)))
     size = folder / "expansion-size.json"

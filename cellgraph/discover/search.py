@@ -200,7 +200,7 @@ class _Search:
                 continue
             if t.number not in self.parsed:
                 self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
-            out.append(Record.from_trial(t, self.parsed[t.number], self.fidelity.early))
+            out.append(Record.from_trial(t, self.parsed[t.number], self.fidelity.early, self.fidelity.epochs))
         return out
 
     def run(self, rng: random.Random) -> None:

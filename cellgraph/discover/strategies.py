@@ -71,7 +71,7 @@ import random
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -105,7 +105,8 @@ class Record:
     parameters it was drawn as (``params``, empty for strategies that draw none) and its losses
     at the rungs every candidate trains (``early``: the fidelity's probes and its first rung
     that prunes, :attr:`~cellgraph.discover.fidelity.Fidelity.early`; fewer or none when it
-    failed or trained none, as a duplicate)."""
+    failed or trained none, as a duplicate) and at every rung it reached (``rungs``: ``early``
+    and the rungs it was promoted to)."""
 
     number: int
     root: Expr
@@ -114,15 +115,18 @@ class Record:
     complete: bool
     params: Mapping[str, Any] = field(default_factory=dict, compare=False)
     early: tuple[float, ...] = ()
+    rungs: tuple[float, ...] = field(default=(), compare=False)
 
     @classmethod
-    def from_trial(cls, trial: FrozenTrial, root: Expr, early: Sequence[int]) -> "Record":
+    def from_trial(cls, trial: FrozenTrial, root: Expr, early: Sequence[int],
+                   rungs: Sequence[int] = ()) -> "Record":
         """The record of a search's ``trial`` (its user attributes ``hash`` and ``loss``), its
-        candidate ``root`` read from it, ``early`` the rungs' epochs of :attr:`early`."""
+        candidate ``root`` read from it, ``early`` the rungs' epochs of :attr:`early` and
+        ``rungs`` every rung's (the fidelity's epochs) of :attr:`rungs`."""
         values = trial.intermediate_values
+        reached = lambda epochs: tuple(values[e] for e in itertools.takewhile(values.__contains__, epochs))  # noqa: E731
         return cls(trial.number, root, trial.user_attrs["hash"], trial.user_attrs.get("loss"),
-                   trial.state == TrialState.COMPLETE, trial.params,
-                   tuple(values[e] for e in itertools.takewhile(values.__contains__, early)))
+                   trial.state == TrialState.COMPLETE, trial.params, reached(early), reached(rungs))
 
 
 @dataclass(frozen=True)
@@ -350,8 +354,9 @@ class EnumerationSearch:
     :class:`LocalSearch` with first improvement whose neighbourhood has every insertion of a
     node, started from the best listed cell (``starts``: the listed ones), or with ``expand``
     the insertions of the listed cells, best first (:meth:`expansion`), and with ``depth`` D > 1
-    the insertions of the cells so made, up to ``nodes + D`` nodes. With ``screen`` only
-    the cells it keeps are listed, grown, expanded and drawn."""
+    the insertions of the cells so made, up to ``nodes + D`` nodes; with ``all_rungs`` the
+    parents are ranked at every rung they reached, not only at the early ones. With ``screen``
+    only the cells it keeps are listed, grown, expanded and drawn."""
 
     nodes: int = 2
     seed: int = 0
@@ -359,6 +364,7 @@ class EnumerationSearch:
     screen: Screen | None = None
     expand: bool = False
     depth: int = 1
+    all_rungs: bool = False
 
     name = "enumerate"
 
@@ -370,6 +376,8 @@ class EnumerationSearch:
                                  "choose one")
         if self.depth < 1 or (self.depth > 1 and not self.expand):
             raise CellGraphError(f"enumeration: depth must be >= 1, and above 1 only with expand, got {self.depth}")
+        if self.all_rungs and not self.expand:
+            raise CellGraphError("enumeration: all_rungs ranks the parents of an expansion; it needs expand")
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
@@ -414,13 +422,18 @@ class EnumerationSearch:
         With ``depth`` D > 1 the trained cells of ``nodes + 1`` to ``nodes + D - 1`` nodes are
         parents too, a level per size; the rankings of every level (and early rung) are taken in
         turn, so a cell that ranks first among its level's is expanded as soon as that level's
-        turn comes, whichever level it is (best first over the tree of insertions)."""
+        turn comes, whichever level it is (best first over the tree of insertions).
+
+        With ``all_rungs`` each level is also ranked at the later rungs (:attr:`Record.rungs`,
+        among the cells promoted there), so a parent that ranks well only after longer training
+        comes as soon as that ranking's turn does (docs/discover.md, *One level deeper*)."""
         levels: list[dict[str, Record]] = [{} for _ in range(self.depth)]
         for r in (r for r in history if r.early):
             level = 0 if r.hash in listed else _size(r.root) - self.nodes
             if r.hash in listed or 0 < level < self.depth:
                 levels[level][r.hash] = r
-        for parent in _interleaved([list(level.values()) for level in levels]):
+        losses = (lambda r: r.rungs) if self.all_rungs else (lambda r: r.early)
+        for parent in _interleaved([list(level.values()) for level in levels], losses):
             children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
                         if name.startswith("insert ")]
             random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
@@ -430,19 +443,21 @@ class EnumerationSearch:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
                              **({"grow": True} if self.grow else {}),
                              **({"expand": True} if self.expand else {}),
-                             **({"depth": self.depth} if self.depth > 1 else {})}, self.screen)
+                             **({"depth": self.depth} if self.depth > 1 else {}),
+                             **({"all_rungs": True} if self.all_rungs else {})}, self.screen)
 
 
-def _interleaved(levels: Sequence[Sequence[Record]]) -> Iterator[Record]:
+def _interleaved(levels: Sequence[Sequence[Record]],
+                 losses: Callable[[Record], tuple[float, ...]] = lambda r: r.early) -> Iterator[Record]:
     """The records of ``levels`` (groups, e.g. cells of one size) ranked, per level, by their loss
-    at each early rung (the lowest first, ties by trial; rung ``j`` ranks those with a loss
-    there), all the rankings taken in turn (level by level, rung by rung), one record from each,
-    a record already taken skipped: each record comes no later than about as many places as
-    rankings times its best rank."""
+    at each rung of ``losses`` (the early ones by default; the lowest first, ties by trial; rung
+    ``j`` ranks those with a loss there), all the rankings taken in turn (level by level, rung by
+    rung), one record from each, a record already taken skipped: each record comes no later than
+    about as many places as rankings times its best rank."""
     rankings = []
     for records in levels:
-        depth = max((len(r.early) for r in records), default=0)
-        rankings += [iter(sorted((r for r in records if len(r.early) > j), key=lambda r: (r.early[j], r.number)))
+        depth = max((len(losses(r)) for r in records), default=0)
+        rankings += [iter(sorted((r for r in records if len(losses(r)) > j), key=lambda r: (losses(r)[j], r.number)))
                      for j in range(depth)]
     taken: set[int] = set()
     while rankings:

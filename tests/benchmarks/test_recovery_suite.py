@@ -98,6 +98,10 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
                          "seed_target": []}) == "enumerate-expand2-probe-screen"
     (_, args, _), = recovery.runs(("minimal:25:4-7",), ("enumerate-expand2-probe-screen",), 1, 5)
     assert args[args.index("--depth") + 1] == "2" and "--expand" in args
+    assert recovery.arm({"strategy": "enumerate", "expand": True, "depth": 2, "all_rungs": True, "screen": 3,
+                         "probes": 1, "seed_target": []}) == "enumerate-expand2-all-probe-screen"
+    (_, args, _), = recovery.runs(("minimal:25:4-7",), ("enumerate-expand2-all-probe-screen",), 1, 5)
+    assert "--all-rungs" in args and args[args.index("--depth") + 1] == "2"
     for name, extra in (("enumerate-screen-absorb", {}), ("enumerate-expand-probe-screen-absorb",
                                                           {"expand": True, "probes": 1})):
         assert recovery.arm({"strategy": "enumerate", "screen": 3, "absorb": True, "seed_target": [], **extra}) == name

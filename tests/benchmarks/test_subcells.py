@@ -13,7 +13,7 @@ from cellgraph.cli.main import main
 from cellgraph.discover.cache import cell_hash, cell_json
 from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.space import CellSpace
-from cellgraph.discover.strategies import EnumerationSearch
+from cellgraph.discover.strategies import EnumerationSearch, Record
 
 pytest.importorskip("torch")
 SIZES = ["--n-train", "40", "--n-val", "20", "--n-test", "20", "--seq-len", "4", "--p", "4", "--n-out", "2"]
@@ -124,6 +124,34 @@ def test_the_absorbed_place_drops_the_listed_cells_the_absorbing_space_refuses_a
     kept = sum(c.act != "one_minus" and c.children[0] != c.children[1] for c in ones)
     assert place["parents"] == kept < plain["parents"] == len(ones)
     assert subcells.expansion_place(history, teacher, strategy, replace(narrow, absorb=True)) is None
+
+
+def test_the_pending_place_counts_only_the_cells_not_yet_trained_before_the_teacher_and_follows_all_rungs():
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
+    strategy = EnumerationSearch(nodes=1, expand=True)
+    ones = [cell for cell, _ in strategy.listed(narrow)]
+    teacher = Node("add", "sigmoid", 2, ones[-1], h)
+    subs = set(subcells.sub_cells(teacher, narrow))
+    # the teacher's sub-cells rank last at the first rung, and first at a later rung only they reached
+    values = [{1: 0.9, 5: 0.1} if cell_hash(c) in subs else {1: 0.5 + 0.01 * k} for k, c in enumerate(ones)]
+    study = optuna.create_study()
+    study.add_trials([create_trial(state=TrialState.PRUNED, intermediate_values=v,
+                                   user_attrs={"hash": cell_hash(c), "cell": cell_json(c)}) for c, v in zip(ones, values)])
+    history = subcells.records(study.get_trials(), (1,), (1, 5))
+    whole = subcells.expansion_place(history, teacher, strategy, narrow)
+    assert subcells.pending_place(history, teacher, strategy, narrow)["place"] == whole["place"] > 1
+    # the cells the expansion trained before the teacher's turn do not count
+    ahead = []
+    for child, key, _ in strategy.expansion_order(history, {r.hash for r in history}, narrow):
+        if key == cell_hash(teacher) or len(ahead) == 3:
+            break
+        ahead.append(Record(len(history) + len(ahead), child, key, 1.0, False, early=(9.0,)))
+    assert len(ahead) == 3
+    assert subcells.pending_place(history + ahead, teacher, strategy, narrow)["place"] == whole["place"] - 3
+    ranked = subcells.pending_place(history, teacher, replace(strategy, all_rungs=True), narrow)
+    assert ranked["parent_rank"] == 2 and ranked["place"] < whole["place"]
+    others = [r for r in history if r.hash not in subs]
+    assert subcells.pending_place(others, teacher, strategy, narrow) is None  # no sub-cell trained: no place
 
 
 def test_interleaving_two_runs_rankings_gives_the_place_of_a_search_with_a_probe_rung(tmp_path, capsys):

@@ -169,3 +169,34 @@ def test_with_depth_two_the_cells_the_expansion_made_are_parents_too_their_level
     assert deep.to_dict()["depth"] == 2 and "depth" not in shallow.to_dict()  # earlier studies resume
     with pytest.raises(CellGraphError, match="depth"):
         EnumerationSearch(depth=2)
+
+
+def test_with_all_rungs_a_parent_that_ranks_first_only_after_longer_training_comes_in_that_rankings_turn():
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",), max_nodes=2)
+    ones = cells_of_size(1, narrow)
+    n = len(ones)
+    # the early rung ranks the cells 0, 1, 2, ...; the last ranks worst there but first at the later rung,
+    # which only it and cell 0 reached
+    history = [Record(k, cell, cell_hash(cell), 1.0, False, early=(float(k),), rungs=(float(k),)) for k, cell in
+               enumerate(ones)]
+    history[0] = Record(0, ones[0], history[0].hash, 1.0, False, early=(0.0,), rungs=(0.0, 0.5))
+    history[-1] = Record(n - 1, ones[-1], history[-1].hash, 1.0, False, early=(n - 1.0,), rungs=(n - 1.0, 0.1))
+    keys = {r.hash for r in history}
+
+    def turns(strategy):
+        return list(dict.fromkeys(p for _, _, p in strategy.expansion_order(history, keys, narrow)))
+
+    assert n >= 4 and turns(EnumerationSearch(nodes=1, expand=True))[-1] == n - 1
+    ranked = EnumerationSearch(nodes=1, expand=True, all_rungs=True)
+    assert turns(ranked)[:3] == [0, n - 1, 1] and sorted(turns(ranked)) == list(range(n))
+    assert ranked.to_dict()["all_rungs"] is True and "all_rungs" not in EnumerationSearch().to_dict()
+    with pytest.raises(CellGraphError, match="all_rungs"):
+        EnumerationSearch(all_rungs=True)
+
+
+def test_a_record_holds_its_losses_at_the_early_rungs_and_at_every_rung_it_reached():
+    trial = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={1: 0.9, 5: 0.5, 20: 0.2},
+                                      user_attrs={"hash": "k"})
+    record = Record.from_trial(trial, x, (1, 5), (1, 5, 20, 60))
+    assert record.early == (0.9, 0.5) and record.rungs == (0.9, 0.5, 0.2)
+    assert Record.from_trial(trial, x, (1, 5)).rungs == ()

@@ -86,6 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--depth", type=int, default=1, metavar="D",
                         help="with --expand: insert up to D nodes, one at a time, the cells each insertion makes "
                              "expanded best first in turn with the list's (default 1: the list's insertions only)")
+    search.add_argument("--all-rungs", action="store_true",
+                        help="with --expand: rank the parents at every rung they reached, not only at the early "
+                             "rungs every candidate trains (docs/discover.md, *One level deeper*)")
     search.add_argument("--screen", type=int, nargs="?", const=3, default=None, metavar="DRAWS",
                         help="random, local and enumerate: propose only cells that pass the screen at "
                              "initialisation (bounded states that read their input and keep it, neither amplified nor "
@@ -211,6 +214,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.depth != 1 and (not args.expand or args.depth < 1):
         raise CellGraphError(f"--depth D (>= 1) is how deep --expand inserts, got {args.depth}"
                              + ("" if args.expand else " without --expand"))
+    if args.all_rungs and not args.expand:
+        raise CellGraphError("--all-rungs ranks the parents of --expand; it needs --expand")
     if args.screen is not None and args.strategy in ("evolution", "tpe"):
         raise CellGraphError(f"--screen filters random, local and enumerate proposals, not {args.strategy} search")
     if args.screen is not None and args.screen < 1:
@@ -363,7 +368,7 @@ def _search(args: argparse.Namespace) -> int:
                 "random": lambda: RandomSearch(screen),
                 "tpe": lambda: TPESearch(args.starts, seeds),
                 "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen,
-                                                       args.expand, args.depth)}[args.strategy]()
+                                                       args.expand, args.depth, args.all_rungs)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     space = CellSpace(absorb=args.absorb)
     target = None if teacher is None else cell_hash(absorbed(teacher) if args.absorb else teacher)
