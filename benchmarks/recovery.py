@@ -81,7 +81,8 @@ RRNN_RUN = "RRNN_RUN"
 #: give rungs such as ``--fidelity 1,5,20,60``), ``enumerate-expand2-probe-screen`` the same two levels
 #: deep (``--depth 2``: the cells the expansion makes are expanded too, for teachers of
 #: four nodes), ``enumerate-expand2-all-probe-screen`` with the parents also ranked at the later rungs they
-#: reached (``--all-rungs``); ``-screen`` proposes only
+#: reached (``--all-rungs``); ``-lean`` spares the deepest insertions, which no level ranks, the probe rungs
+#: (``--probe-parents-only``); ``-screen`` proposes only
 #: the cells the screen at initialisation keeps (docs/discover.md, *The screen*); ``-intensify``
 #: races the answer over 3 training seeds (docs/discover.md, *Intensification*); ``-absorb`` keeps one
 #: cell per function class where a trainable tuple absorbs the difference (docs/discover.md, *Space*).
@@ -107,6 +108,10 @@ ARMS: dict[str, tuple[str, ...]] = {
                                        "1"),
     "enumerate-expand2-all-probe-screen": ("--strategy", "enumerate", "--expand", "--depth", "2", "--all-rungs",
                                            "--screen", "--probes", "1"),
+    "enumerate-expand-probe-screen-lean": ("--strategy", "enumerate", "--expand", "--probe-parents-only", "--screen",
+                                           "--probes", "1"),
+    "enumerate-expand2-all-probe-screen-lean": ("--strategy", "enumerate", "--expand", "--depth", "2", "--all-rungs",
+                                                "--probe-parents-only", "--screen", "--probes", "1"),
     "enumerate-screen-intensify": ("--strategy", "enumerate", "--screen", "--intensify", "3"),
     "enumerate-expand-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--intensify", "3"),
     "enumerate-expand-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
@@ -225,6 +230,7 @@ def arm(config: dict[str, Any]) -> str:
              *(("--expand",) if config.get("expand") else ()),
              *(("--depth", str(config["depth"])) if config.get("depth", 1) > 1 else ()),
              *(("--all-rungs",) if config.get("all_rungs") else ()),
+             *(("--probe-parents-only",) if config.get("probe_parents_only") else ()),
              *(("--screen",) if config.get("screen") else ()),
              *(("--probes", str(config["probes"])) if config.get("probes") else ()),
              *(("--intensify", str(config["intensify"])) if config.get("intensify", 1) > 1 else ()),

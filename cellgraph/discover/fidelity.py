@@ -79,10 +79,11 @@ class Fidelity:
         better = sum(1 for other in losses if other < loss)
         return better < max(1, len(losses) // self.eta)
 
-    def prunes(self, rung: int) -> bool:
-        """Whether rung ``rung`` may stop a candidate (as :meth:`promote` says): not a probe
-        and not the last."""
-        return self.probes <= rung < len(self.epochs) - 1
+    def prunes(self, rung: int, probing: bool = True) -> bool:
+        """Whether rung ``rung`` may stop a candidate (as :meth:`promote` says): not the last,
+        and not a probe unless the candidate skips the probes (``probing`` False: a cell whose
+        early losses no ranking reads)."""
+        return (self.probes if probing else 0) <= rung < len(self.epochs) - 1
 
     @staticmethod
     def from_dict(record: dict) -> "Fidelity":

@@ -241,7 +241,9 @@ class _Search:
             trial.set_user_attr("withdrawn", f"trial #{others[0]} has the same cell")
             self.study.tell(trial, state=TrialState.FAIL)
             return False
-        if self.train(trial, proposal.root, start) == TrialState.COMPLETE and len(self.seeds) > 1:
+        if not proposal.probing:
+            trial.set_user_attr("probing", False)
+        if self.train(trial, proposal.root, start, proposal.probing) == TrialState.COMPLETE and len(self.seeds) > 1:
             self.race(trial.number)
         return True
 
@@ -267,7 +269,7 @@ class _Search:
         trial.set_user_attr("reserve", 0)
         return False
 
-    def train(self, trial: Trial, root: Expr, start: float) -> TrialState:
+    def train(self, trial: Trial, root: Expr, start: float, probing: bool = True) -> TrialState:
         cell, layout = to_cell(root)
         spent, loss, state = 0, None, TrialState.COMPLETE
         for rung, epochs in enumerate(self.fidelity.epochs):
@@ -291,7 +293,7 @@ class _Search:
                 break
             trial.report(loss, epochs)
             trial.set_user_attr("loss", loss)
-            if self.fidelity.prunes(rung) and not self.fidelity.promote(loss, self.rung_losses(epochs)):
+            if self.fidelity.prunes(rung, probing) and not self.fidelity.promote(loss, self.rung_losses(epochs)):
                 state = TrialState.PRUNED
                 break
         trial.set_user_attr("cpu_s", time.process_time() - start)

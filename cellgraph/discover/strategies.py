@@ -132,15 +132,18 @@ class Record:
 @dataclass(frozen=True)
 class Proposal:
     """A candidate to evaluate, how it was made (``origin``: ``seed``, ``random``, ``tpe``, ``enumerate`` or
-    the mutation's name), the trial number of its ``parent`` (None when it has none) and the
+    the mutation's name), the trial number of its ``parent`` (None when it has none), the
     Optuna parameters it was drawn as (``params``, each with its distribution in
-    ``distributions``), which the search records as its trial's parameters."""
+    ``distributions``), which the search records as its trial's parameters, and whether it
+    trains the fidelity's probe rungs (``probing``; False for a cell whose early losses no
+    ranking reads, which successive halving may then stop from its first rung)."""
 
     root: Expr
     origin: str
     parent: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict, compare=False)
     distributions: Mapping[str, BaseDistribution] = field(default_factory=dict, compare=False)
+    probing: bool = True
 
 
 class Strategy(Protocol):
@@ -355,8 +358,10 @@ class EnumerationSearch:
     node, started from the best listed cell (``starts``: the listed ones), or with ``expand``
     the insertions of the listed cells, best first (:meth:`expansion`), and with ``depth`` D > 1
     the insertions of the cells so made, up to ``nodes + D`` nodes; with ``all_rungs`` the
-    parents are ranked at every rung they reached, not only at the early ones. With ``screen``
-    only the cells it keeps are listed, grown, expanded and drawn."""
+    parents are ranked at every rung they reached, not only at the early ones; with
+    ``probe_parents_only`` the insertions of ``nodes + D`` nodes, which no level ranks, skip the
+    probe rungs (:class:`Proposal` ``probing``). With ``screen`` only the cells it keeps are
+    listed, grown, expanded and drawn."""
 
     nodes: int = 2
     seed: int = 0
@@ -365,6 +370,7 @@ class EnumerationSearch:
     expand: bool = False
     depth: int = 1
     all_rungs: bool = False
+    probe_parents_only: bool = False
 
     name = "enumerate"
 
@@ -376,8 +382,9 @@ class EnumerationSearch:
                                  "choose one")
         if self.depth < 1 or (self.depth > 1 and not self.expand):
             raise CellGraphError(f"enumeration: depth must be >= 1, and above 1 only with expand, got {self.depth}")
-        if self.all_rungs and not self.expand:
-            raise CellGraphError("enumeration: all_rungs ranks the parents of an expansion; it needs expand")
+        for option, on in (("all_rungs", self.all_rungs), ("probe_parents_only", self.probe_parents_only)):
+            if on and not self.expand:
+                raise CellGraphError(f"enumeration: {option} is about the parents of an expansion; it needs expand")
 
     def propose(self, history: Sequence[Record], space: CellSpace, rng: random.Random,
                 rejected: Counter) -> Proposal:
@@ -405,7 +412,8 @@ class EnumerationSearch:
         once every insertion of every listed cell is."""
         for child, key, parent in self.expansion_order(history, listed, space):
             if key not in seen:
-                return Proposal(child, "insert", parent)
+                leaf = self.probe_parents_only and _size(child) >= self.nodes + self.depth
+                return Proposal(child, "insert", parent, probing=not leaf)
         return None
 
     def expansion_order(self, history: Sequence[Record], listed: set[str],
@@ -444,7 +452,8 @@ class EnumerationSearch:
                              **({"grow": True} if self.grow else {}),
                              **({"expand": True} if self.expand else {}),
                              **({"depth": self.depth} if self.depth > 1 else {}),
-                             **({"all_rungs": True} if self.all_rungs else {})}, self.screen)
+                             **({"all_rungs": True} if self.all_rungs else {}),
+                             **({"probe_parents_only": True} if self.probe_parents_only else {})}, self.screen)
 
 
 def _interleaved(levels: Sequence[Sequence[Record]],

@@ -102,6 +102,12 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
                          "probes": 1, "seed_target": []}) == "enumerate-expand2-all-probe-screen"
     (_, args, _), = recovery.runs(("minimal:25:4-7",), ("enumerate-expand2-all-probe-screen",), 1, 5)
     assert "--all-rungs" in args and args[args.index("--depth") + 1] == "2"
+    for name, extra in (("enumerate-expand-probe-screen-lean", {}),
+                        ("enumerate-expand2-all-probe-screen-lean", {"depth": 2, "all_rungs": True})):
+        assert recovery.arm({"strategy": "enumerate", "expand": True, "probe_parents_only": True, "screen": 3,
+                             "probes": 1, "seed_target": [], **extra}) == name
+        (_, args, _), = recovery.runs(("minimal:1:2-3",), (name,), 1, 5)
+        assert "--probe-parents-only" in args
     for name, extra in (("enumerate-screen-absorb", {}), ("enumerate-expand-probe-screen-absorb",
                                                           {"expand": True, "probes": 1})):
         assert recovery.arm({"strategy": "enumerate", "screen": 3, "absorb": True, "seed_target": [], **extra}) == name

@@ -126,6 +126,8 @@ def test_a_sized_random_teacher_runs_in_a_folder_named_after_it(tmp_path, capsys
     (["--teacher", "mgu", "--budget", "2", "--strategy", "enumerate", "--depth", "2"], "without --expand"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "enumerate", "--expand", "--depth", "0"], "--depth D"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "enumerate", "--all-rungs"], "--all-rungs ranks the parents"),
+    (["--teacher", "mgu", "--budget", "2", "--strategy", "enumerate", "--expand", "--probe-parents-only"],
+     "needs --expand and --probes K"),
     (["--teacher", "mgu", "--budget", "2", "--seed-cells", "missing.json"], "missing.json"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "random", "--seed-target", "gru"], "not random search"),
     (["--teacher", "mgu", "--budget", "2", "--strategy", "tpe", "--motifs"], "not of tpe search"),

@@ -10,6 +10,7 @@ from cellgraph.cell.expr import Node, h, x
 from cellgraph.data.planted_values import load_planted_values
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.enumeration import cells_of_size
+from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.mutations import hashed_neighbours
 from cellgraph.discover.search import discover
 from cellgraph.discover.space import CellSpace, from_cell, validate
@@ -200,3 +201,26 @@ def test_a_record_holds_its_losses_at_the_early_rungs_and_at_every_rung_it_reach
     record = Record.from_trial(trial, x, (1, 5), (1, 5, 20, 60))
     assert record.early == (0.9, 0.5) and record.rungs == (0.9, 0.5, 0.2)
     assert Record.from_trial(trial, x, (1, 5)).rungs == ()
+
+
+def test_probing_the_parents_only_lets_halving_stop_the_deepest_insertions_after_their_first_rung(tmp_path):
+    narrow = CellSpace(activations=("tanh", "sigmoid"), kinds=("W",))
+    target = Node("mul", "sigmoid", 2, Node("add", "tanh", 1, x, h), h)
+    fidelity = Fidelity((1, 3, 9), 3, probes=1)
+    inserted = {}
+    for lean in (False, True):
+        strategy = EnumerationSearch(1, 0, expand=True, probe_parents_only=lean)
+        discover(narrow, StructureEvaluator(target, noise=0.0), strategy, 20, fidelity=fidelity, seed=0,
+                 show_progress=False, run_dir=tmp_path / str(lean))
+        study = optuna.load_study(study_name="discover", storage=f"sqlite:///{tmp_path / str(lean) / 'study.db'}")
+        trials = [t for t in study.get_trials() if t.intermediate_values and t.user_attrs.get("budget") is None]
+        listed = [t for t in trials if t.user_attrs["origin"] == "enumerate"]
+        assert listed and all(3 in t.intermediate_values for t in listed)  # the parents train the probe
+        inserted[lean] = [t for t in trials if t.user_attrs["origin"] == "insert"]
+    assert inserted[False] and all(3 in t.intermediate_values for t in inserted[False])
+    assert all(t.user_attrs["probing"] is False for t in inserted[True])
+    assert any(3 not in t.intermediate_values and t.state == optuna.trial.TrialState.PRUNED for t in inserted[True])
+    assert len(inserted[True]) > len(inserted[False])  # the same budget trains more of them
+    assert EnumerationSearch(expand=True, probe_parents_only=True).to_dict()["probe_parents_only"] is True
+    with pytest.raises(CellGraphError, match="probe_parents_only"):
+        EnumerationSearch(probe_parents_only=True)

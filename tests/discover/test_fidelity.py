@@ -44,6 +44,7 @@ def test_probe_rungs_prune_nothing_then_successive_halving_prunes():
     assert f.early == (1, 5) and Fidelity((1, 5, 20), 10).early == (1,)
     assert [f.prunes(rung) for rung in range(3)] == [False, True, False]  # a probe, then halving, then full
     assert [Fidelity((1, 5, 20), 10).prunes(rung) for rung in range(3)] == [True, True, False]
+    assert [f.prunes(rung, probing=False) for rung in range(3)] == [True, True, False]  # a cell that skips them
     assert Fidelity.from_dict(f.to_dict()) == f and f.to_dict()["probes"] == 1
     assert Fidelity.from_dict({"epochs": [5, 20], "eta": 3}) == Fidelity((5, 20), 3)
 

@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--all-rungs", action="store_true",
                         help="with --expand: rank the parents at every rung they reached, not only at the early "
                              "rungs every candidate trains (docs/discover.md, *One level deeper*)")
+    search.add_argument("--probe-parents-only", action="store_true",
+                        help="with --expand and --probes: the insertions no level ranks as parents (the deepest) skip "
+                             "the probe rungs, so successive halving may stop them after their first rung "
+                             "(docs/discover.md, *Probing the parents only*)")
     search.add_argument("--screen", type=int, nargs="?", const=3, default=None, metavar="DRAWS",
                         help="random, local and enumerate: propose only cells that pass the screen at "
                              "initialisation (bounded states that read their input and keep it, neither amplified nor "
@@ -216,6 +220,9 @@ def _check(args: argparse.Namespace) -> None:
                              + ("" if args.expand else " without --expand"))
     if args.all_rungs and not args.expand:
         raise CellGraphError("--all-rungs ranks the parents of --expand; it needs --expand")
+    if args.probe_parents_only and not (args.expand and args.probes):
+        raise CellGraphError("--probe-parents-only spares the deepest insertions of --expand the probe rungs; it "
+                             "needs --expand and --probes K")
     if args.screen is not None and args.strategy in ("evolution", "tpe"):
         raise CellGraphError(f"--screen filters random, local and enumerate proposals, not {args.strategy} search")
     if args.screen is not None and args.screen < 1:
@@ -368,7 +375,8 @@ def _search(args: argparse.Namespace) -> int:
                 "random": lambda: RandomSearch(screen),
                 "tpe": lambda: TPESearch(args.starts, seeds),
                 "enumerate": lambda: EnumerationSearch(args.nodes, args.seed, args.grow, screen,
-                                                       args.expand, args.depth, args.all_rungs)}[args.strategy]()
+                                                       args.expand, args.depth, args.all_rungs,
+                                                       args.probe_parents_only)}[args.strategy]()
     data, teacher, evaluator, settings = _setup_task(args, folder) if args.task else _setup(args)
     space = CellSpace(absorb=args.absorb)
     target = None if teacher is None else cell_hash(absorbed(teacher) if args.absorb else teacher)
