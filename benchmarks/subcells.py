@@ -41,8 +41,8 @@ from cellgraph.discover.strategies import EnumerationSearch, Record
 from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
-__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place", "pending_place",
-           "interleaved", "interleave_table", "load_search", "subcells", "table", "main"]
+__all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place",
+           "pending_place", "interleaved", "interleave_table", "load_search", "subcells", "table", "main"]
 
 
 def removals(teacher: Expr, space: CellSpace = CellSpace()) -> list[tuple[str, Expr, str]]:
@@ -203,7 +203,8 @@ def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
         return None
     screen = settings.get("screen")
     return EnumerationSearch(settings["nodes"], settings["seed"], screen=screen and Screen(**screen), expand=True,
-                             depth=settings.get("depth", 1), all_rungs=settings.get("all_rungs", False))
+                             depth=settings.get("depth", 1), all_rungs=settings.get("all_rungs", False),
+                             probe_parents_only=settings.get("probe_parents_only", False))
 
 
 def subcells(run_dir: Path, absorb: bool = False, all_rungs: bool = False) -> dict[str, Any]:

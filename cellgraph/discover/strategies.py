@@ -124,7 +124,10 @@ class Record:
         candidate ``root`` read from it, ``early`` the rungs' epochs of :attr:`early` and
         ``rungs`` every rung's (the fidelity's epochs) of :attr:`rungs`."""
         values = trial.intermediate_values
-        reached = lambda epochs: tuple(values[e] for e in itertools.takewhile(values.__contains__, epochs))  # noqa: E731
+
+        def reached(epochs: Sequence[int]) -> tuple[float, ...]:
+            return tuple(values[e] for e in itertools.takewhile(values.__contains__, epochs))
+
         return cls(trial.number, root, trial.user_attrs["hash"], trial.user_attrs.get("loss"),
                    trial.state == TrialState.COMPLETE, trial.params, reached(early), reached(rungs))
 

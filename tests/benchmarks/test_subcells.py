@@ -136,7 +136,8 @@ def test_the_pending_place_counts_only_the_cells_not_yet_trained_before_the_teac
     values = [{1: 0.9, 5: 0.1} if cell_hash(c) in subs else {1: 0.5 + 0.01 * k} for k, c in enumerate(ones)]
     study = optuna.create_study()
     study.add_trials([create_trial(state=TrialState.PRUNED, intermediate_values=v,
-                                   user_attrs={"hash": cell_hash(c), "cell": cell_json(c)}) for c, v in zip(ones, values)])
+                                   user_attrs={"hash": cell_hash(c), "cell": cell_json(c)})
+                      for c, v in zip(ones, values)])
     history = subcells.records(study.get_trials(), (1,), (1, 5))
     whole = subcells.expansion_place(history, teacher, strategy, narrow)
     assert subcells.pending_place(history, teacher, strategy, narrow)["place"] == whole["place"] > 1

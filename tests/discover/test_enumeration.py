@@ -196,8 +196,8 @@ def test_with_all_rungs_a_parent_that_ranks_first_only_after_longer_training_com
 
 
 def test_a_record_holds_its_losses_at_the_early_rungs_and_at_every_rung_it_reached():
-    trial = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={1: 0.9, 5: 0.5, 20: 0.2},
-                                      user_attrs={"hash": "k"})
+    trial = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED,
+                                      intermediate_values={1: 0.9, 5: 0.5, 20: 0.2}, user_attrs={"hash": "k"})
     record = Record.from_trial(trial, x, (1, 5), (1, 5, 20, 60))
     assert record.early == (0.9, 0.5) and record.rungs == (0.9, 0.5, 0.2)
     assert Record.from_trial(trial, x, (1, 5)).rungs == ()
