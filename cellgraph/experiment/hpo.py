@@ -26,7 +26,12 @@ repeating a trial, written against optuna 5's storage API:
    trials claimed twice by two processes); :func:`open_storage` makes every SQLite
    transaction ``BEGIN IMMEDIATE`` (SQLAlchemy's pysqlite recipe), which takes the write
    lock before the read, and sets a connect timeout so that the others wait for the lock
-   instead of failing on "database is locked".
+   instead of failing on "database is locked". The file is kept in write-ahead-log mode
+   with ``synchronous=NORMAL`` (SQLite's "WAL mode"): a commit appends to ``NAME-wal``
+   without waiting for the disk, about 14x cheaper than the rollback journal's (0.7 against
+   9.4 ms here; ``benchmarks/storage_bench.py``), and a killed process loses no committed
+   trial (only a power cut can lose the last commits); readers no longer wait for a writer.
+   WAL needs the processes on one machine, as SQLite's locks do.
 3. *Dead workers.* While a trial trains, a thread records its heartbeat every
    ``heartbeat`` seconds (``RDBStorage.record_heartbeat``; optuna's own heartbeat thread
    runs only inside ``Study.optimize``). Before each claim a worker calls
@@ -167,11 +172,14 @@ def _begin_immediate(engine: sqlalchemy.engine.Engine) -> None:
     """Make every SQLite transaction take the write lock at once (module docstring, 2):
     pysqlite's own BEGIN is switched off and SQLAlchemy's ``begin`` event emits
     ``BEGIN IMMEDIATE`` (SQLAlchemy docs, "Serializable isolation / Savepoints /
-    Transactional DDL" for pysqlite)."""
+    Transactional DDL" for pysqlite); each connection also puts the file in WAL mode with
+    ``synchronous=NORMAL`` (SQLite docs, "Write-Ahead Logging" and "PRAGMA synchronous")."""
 
     @sqlalchemy.event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
     @sqlalchemy.event.listens_for(engine, "begin")
     def _begin(connection: sqlalchemy.engine.Connection) -> None:

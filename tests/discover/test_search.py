@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -11,6 +12,7 @@ from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.search import best_trials, discover
 from cellgraph.discover.space import CellSpace, from_cell
+from cellgraph.discover.storage import open_search_storage
 from cellgraph.discover.strategies import RandomSearch, Record, RegularizedEvolution
 from cellgraph.discover.synthetic import StructureEvaluator
 from cellgraph.errors import CellGraphError
@@ -84,6 +86,16 @@ def test_a_killed_search_resumes_from_its_study_and_ends_with_exactly_the_budget
     stopped = [t for t in study.get_trials() if "stopped" in t.user_attrs]
     assert len(stopped) == 1 and stopped[0].state.name == "FAIL"
     assert result.evaluations == 30 and len(log.read_text().split()) == 30
+
+
+def test_a_search_study_commits_to_a_write_ahead_log_without_waiting_for_the_disk(tmp_path):
+    discover(SMALL, LoggingEvaluator(str(tmp_path / "log"), sleep=0), RandomSearch(), 3, show_progress=False,
+             run_dir=tmp_path)
+    with sqlite3.connect(tmp_path / "study.db") as connection:  # the mode is the file's, read by any reader
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    storage = open_search_storage(None, tmp_path)
+    with storage.engine.connect() as connection:  # the search's own connections: synchronous=NORMAL (1)
+        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1
 
 
 def test_a_worker_with_other_settings_is_refused(tmp_path):
