@@ -173,7 +173,8 @@ def _fail_dead(study: Study, storage: BaseStorage, trials: list[FrozenTrial]) ->
 
 
 class _Search:
-    """One worker's loop (module docstring); ``parsed`` keeps the candidates read from trials."""
+    """One worker's loop (module docstring); ``records`` keeps the record of each finished trial
+    read so far (a finished trial does not change), so a proposal reads only the new ones."""
 
     def __init__(self, study: Study, storage: BaseStorage, space: CellSpace, evaluator: Evaluator,
                  strategy: Strategy, fidelity: Fidelity, budget_epochs: int, seed: int, show: bool) -> None:
@@ -182,7 +183,7 @@ class _Search:
         self.resumes = resumes(evaluator)
         self.rejected: Counter = Counter()
         self.skipped = 0
-        self.parsed: dict[int, Expr] = {}
+        self.records: dict[int, Record] = {}
         self.seeds = race_seeds(seed, fidelity.seeds)
         self.bar = progress(budget_epochs, "discover", show, unit="epochs",
                             initial=_epochs(study.get_trials(deepcopy=False)))
@@ -198,9 +199,10 @@ class _Search:
         for t in trials:
             if t.state not in FINISHED or "hash" not in t.user_attrs or not (_is_evaluation(t) or "duplicate_of" in t.user_attrs):
                 continue
-            if t.number not in self.parsed:
-                self.parsed[t.number] = cell_from_json(t.user_attrs["cell"])
-            out.append(Record.from_trial(t, self.parsed[t.number], self.fidelity.early, self.fidelity.epochs))
+            if t.number not in self.records:
+                self.records[t.number] = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
+                                                           self.fidelity.epochs)
+            out.append(self.records[t.number])
         return out
 
     def run(self, rng: random.Random) -> None:

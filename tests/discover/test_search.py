@@ -88,6 +88,21 @@ def test_a_killed_search_resumes_from_its_study_and_ends_with_exactly_the_budget
     assert result.evaluations == 30 and len(log.read_text().split()) == 30
 
 
+def test_each_finished_trial_is_read_into_a_record_once(tmp_path, monkeypatch):
+    read = Counter()
+    from_trial = Record.from_trial.__func__
+
+    def counted(cls, trial, *args):
+        read[trial.number] += 1
+        return from_trial(cls, trial, *args)
+
+    monkeypatch.setattr(Record, "from_trial", classmethod(counted))
+    result = discover(SMALL, LoggingEvaluator(str(tmp_path / "log"), sleep=0), RandomSearch(), 40, seed=1,
+                      show_progress=False)
+    assert result.trials > 40 and len(read) >= result.trials - 1  # every trial but the last was read
+    assert set(read.values()) == {1}  # fails when each proposal reads the whole study again
+
+
 def test_a_search_study_commits_to_a_write_ahead_log_without_waiting_for_the_disk(tmp_path):
     discover(SMALL, LoggingEvaluator(str(tmp_path / "log"), sleep=0), RandomSearch(), 3, show_progress=False,
              run_dir=tmp_path)
