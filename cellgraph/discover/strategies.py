@@ -445,10 +445,8 @@ class EnumerationSearch:
                 levels[level][r.hash] = r
         losses = (lambda r: r.rungs) if self.all_rungs else (lambda r: r.early)
         for parent in _interleaved([list(level.values()) for level in levels], losses):
-            children = [(child, key) for name, child, key in _around(parent.root, space, False, True)
-                        if name.startswith("insert ")]
-            random.Random(f"{self.seed}/{parent.hash}").shuffle(children)
-            yield from ((child, key, parent.number) for child, key in children if _keeps(self.screen, child))
+            yield from ((child, key, parent.number)
+                        for child, key in _insertions(parent.root, parent.hash, space, self.seed, self.screen))
 
     def to_dict(self) -> dict:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
@@ -457,6 +455,16 @@ class EnumerationSearch:
                              **({"depth": self.depth} if self.depth > 1 else {}),
                              **({"all_rungs": True} if self.all_rungs else {}),
                              **({"probe_parents_only": True} if self.probe_parents_only else {})}, self.screen)
+
+
+@functools.lru_cache(maxsize=8192)
+def _insertions(root: Expr, key: str, space: CellSpace, seed: int, screen: Screen | None) -> tuple[tuple[Expr, str], ...]:
+    """(cell, hash): the insertions of one node into ``root`` (hash ``key``) in the order
+    ``seed`` shuffles, those ``screen`` keeps; kept, since the expansion walks its first
+    parents' insertions again at every proposal."""
+    children = [(child, h) for name, child, h in _around(root, space, False, True) if name.startswith("insert ")]
+    random.Random(f"{seed}/{key}").shuffle(children)
+    return tuple((child, h) for child, h in children if _keeps(screen, child))
 
 
 def _interleaved(levels: Sequence[Sequence[Record]],
