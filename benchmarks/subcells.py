@@ -42,7 +42,8 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 
 __all__ = ["removals", "sub_cells", "rung_ranks", "records", "merged", "expansion_place", "absorbed_place",
-           "pending_place", "interleaved", "interleave_table", "load_search", "subcells", "table", "main"]
+           "pending_place", "interleaved", "interleave_table", "load_search", "search_space", "expansion_strategy",
+           "subcells", "table", "main"]
 
 
 def removals(teacher: Expr, space: CellSpace = CellSpace()) -> list[tuple[str, Expr, str]]:
@@ -186,17 +187,17 @@ def load_search(run_dir: Path) -> tuple[dict[str, Any], Expr, list[FrozenTrial]]
     if "teacher" not in data:
         raise CellGraphError(f"{run_dir} searched a task, not a planted teacher")
     root = structure(data["teacher"], data["seed"], data["weight_scale"])
-    root = absorbed(root) if _space(spec).absorb else root
+    root = absorbed(root) if search_space(spec).absorb else root
     study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
     return spec, root, study.get_trials(deepcopy=False)
 
 
-def _space(spec: dict[str, Any]) -> CellSpace:
+def search_space(spec: dict[str, Any]) -> CellSpace:
     """The space a search's settings ran: the default one, absorbing where they say so."""
     return CellSpace(absorb=spec["space"].get("absorb", False))
 
 
-def _expansion(spec: dict[str, Any]) -> EnumerationSearch | None:
+def expansion_strategy(spec: dict[str, Any]) -> EnumerationSearch | None:
     """The best-first expansion a search's settings ran, or None when it ran none."""
     settings = spec["strategy"]
     if not settings.get("expand"):
@@ -216,10 +217,10 @@ def subcells(run_dir: Path, absorb: bool = False, all_rungs: bool = False) -> di
     place (``expansion`` or ``pending``) had the expansion ranked its parents at every rung
     (``all_rungs``)."""
     spec, root, trials = load_search(run_dir)
-    space = _space(spec)
+    space = search_space(spec)
     out = {"run": run_dir.name, "teacher": spec["evaluator"]["data"]["teacher"], "nodes": len(root.internal_nodes()),
            "finished": (run_dir / "discovery.json").is_file(), "rungs": rung_ranks(trials, sub_cells(root, space))}
-    strategy = _expansion(spec)
+    strategy = expansion_strategy(spec)
     if strategy is not None:
         fidelity = Fidelity.from_dict(spec["fidelity"])
         history = records(trials, fidelity.early, fidelity.epochs)
@@ -247,13 +248,13 @@ def interleaved(run_dirs: Sequence[Path]) -> dict[str, Any]:
         if differ:
             raise CellGraphError(f"{run_dir} is not the search of {run_dirs[0]} at another rung "
                                  f"({', '.join(differ)} differ)")
-    strategy = _expansion(spec)
+    strategy = expansion_strategy(spec)
     if strategy is None:
         raise CellGraphError(f"{run_dirs[0]} ran no best-first expansion (--expand)")
     epochs = [Fidelity.from_dict(s["fidelity"]).epochs[0] for s, _, _ in loaded]
     history = merged([records(trials, (first,)) for first, (_, _, trials) in zip(epochs, loaded)])
     return {"runs": [d.name for d in run_dirs], "teacher": spec["evaluator"]["data"]["teacher"], "epochs": epochs,
-            "expansion": expansion_place(history, loaded[0][1], strategy, _space(spec))}
+            "expansion": expansion_place(history, loaded[0][1], strategy, search_space(spec))}
 
 
 def table(records: list[dict[str, Any]]) -> str:

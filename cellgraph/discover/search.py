@@ -58,7 +58,7 @@ from cellgraph.experiment.runs import package_versions
 from cellgraph.files import write_json
 from cellgraph.progress import note, progress
 
-__all__ = ["Found", "TargetHit", "Discovery", "best_trials", "discover"]
+__all__ = ["Found", "TargetHit", "Discovery", "History", "best_trials", "discover"]
 
 #: Proposals in a row that train nothing (duplicates, cells running elsewhere) after which a
 #: worker stops: the strategy keeps proposing what the study already has.
@@ -172,9 +172,29 @@ def _fail_dead(study: Study, storage: BaseStorage, trials: list[FrozenTrial]) ->
     return found
 
 
+class History:
+    """What a strategy is shown of a study: the :class:`Record` of each finished trial that
+    evaluated a candidate or reused one, in trial order. A finished trial does not change, so
+    each is read once and kept; a proposal reads only the trials finished since the last."""
+
+    def __init__(self, fidelity: Fidelity) -> None:
+        self.fidelity = fidelity
+        self.kept: dict[int, Record] = {}
+
+    def __call__(self, trials: Iterable[FrozenTrial]) -> list[Record]:
+        out = []
+        for t in trials:
+            if t.state not in FINISHED or "hash" not in t.user_attrs or not (_is_evaluation(t) or "duplicate_of" in t.user_attrs):
+                continue
+            if t.number not in self.kept:
+                self.kept[t.number] = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
+                                                        self.fidelity.epochs)
+            out.append(self.kept[t.number])
+        return out
+
+
 class _Search:
-    """One worker's loop (module docstring); ``records`` keeps the record of each finished trial
-    read so far (a finished trial does not change), so a proposal reads only the new ones."""
+    """One worker's loop (module docstring)."""
 
     def __init__(self, study: Study, storage: BaseStorage, space: CellSpace, evaluator: Evaluator,
                  strategy: Strategy, fidelity: Fidelity, budget_epochs: int, seed: int, show: bool) -> None:
@@ -183,7 +203,7 @@ class _Search:
         self.resumes = resumes(evaluator)
         self.rejected: Counter = Counter()
         self.skipped = 0
-        self.records: dict[int, Record] = {}
+        self.history = History(fidelity)
         self.seeds = race_seeds(seed, fidelity.seeds)
         self.bar = progress(budget_epochs, "discover", show, unit="epochs",
                             initial=_epochs(study.get_trials(deepcopy=False)))
@@ -193,17 +213,6 @@ class _Search:
         if _fail_dead(self.study, self.storage, trials):
             trials = self.study.get_trials(deepcopy=False)
         return trials
-
-    def history(self, trials: list[FrozenTrial]) -> list[Record]:
-        out = []
-        for t in trials:
-            if t.state not in FINISHED or "hash" not in t.user_attrs or not (_is_evaluation(t) or "duplicate_of" in t.user_attrs):
-                continue
-            if t.number not in self.records:
-                self.records[t.number] = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
-                                                           self.fidelity.epochs)
-            out.append(self.records[t.number])
-        return out
 
     def run(self, rng: random.Random) -> None:
         for number in self.unraced(self.trials()):
