@@ -119,6 +119,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-screen-absorb": ("--strategy", "enumerate", "--screen", "--absorb"),
     "enumerate-expand-probe-screen-absorb": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
                                              "--absorb"),
+    "enumerate-expand2-all-probe-screen-absorb": ("--strategy", "enumerate", "--expand", "--depth", "2",
+                                                  "--all-rungs", "--screen", "--probes", "1", "--absorb"),
 }
 #: The ``cellgraph train`` settings of an ``rrnn-seeded`` arm's RRNN run, besides its task, teacher
 #: and seed: the paper's RRNN (``model=rrnn`` with the paper's settings, not the discovery recipe,

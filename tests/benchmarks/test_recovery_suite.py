@@ -109,7 +109,9 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
         (_, args, _), = recovery.runs(("minimal:1:2-3",), (name,), 1, 5)
         assert "--probe-parents-only" in args
     for name, extra in (("enumerate-screen-absorb", {}), ("enumerate-expand-probe-screen-absorb",
-                                                          {"expand": True, "probes": 1})):
+                                                          {"expand": True, "probes": 1}),
+                        ("enumerate-expand2-all-probe-screen-absorb",
+                         {"expand": True, "depth": 2, "all_rungs": True, "probes": 1})):
         assert recovery.arm({"strategy": "enumerate", "screen": 3, "absorb": True, "seed_target": [], **extra}) == name
         (_, args, _), = recovery.runs(("minimal:5:2-3",), (name,), 1, 5)
         assert "--absorb" in args
