@@ -116,6 +116,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     "enumerate-expand-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--intensify", "3"),
     "enumerate-expand-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
                                                 "--intensify", "3"),
+    "enumerate-expand2-all-probe-screen-intensify": ("--strategy", "enumerate", "--expand", "--depth", "2",
+                                                     "--all-rungs", "--screen", "--probes", "1", "--intensify", "3"),
     "enumerate-screen-absorb": ("--strategy", "enumerate", "--screen", "--absorb"),
     "enumerate-expand-probe-screen-absorb": ("--strategy", "enumerate", "--expand", "--screen", "--probes", "1",
                                              "--absorb"),

@@ -89,7 +89,9 @@ def test_the_enumerate_arm_runs_the_enumeration_cold_and_is_tabled_as_enumerate(
                                   ("--fidelity", "1,5,20"))
     assert args[args.index("--probes") + 1] == "1" and "--fidelity" in args
     for name, extra in (("enumerate-screen-intensify", {}), ("enumerate-expand-screen-intensify", {"expand": True}),
-                        ("enumerate-expand-probe-screen-intensify", {"expand": True, "probes": 1})):
+                        ("enumerate-expand-probe-screen-intensify", {"expand": True, "probes": 1}),
+                        ("enumerate-expand2-all-probe-screen-intensify",
+                         {"expand": True, "depth": 2, "all_rungs": True, "probes": 1})):
         assert recovery.arm({"strategy": "enumerate", "screen": 3, "intensify": 3, "seed_target": [], **extra}) == name
         (_, args, _), = recovery.runs(("minimal:1:2-3",), (name,), 1, 5)
         assert args[args.index("--intensify") + 1] == "3"
