@@ -471,9 +471,9 @@ def _interleaved(levels: Sequence[Sequence[Record]],
                  losses: Callable[[Record], tuple[float, ...]]) -> Iterator[Record]:
     """The records of ``levels`` (groups, e.g. cells of one size) ranked, per level, by their loss
     at each rung of ``losses`` (:attr:`Record.early` or :attr:`Record.rungs`; the lowest first,
-    ties by trial; rung ``j`` ranks those with a loss there), all the rankings taken in turn (level by level, rung by
-    rung), one record from each, a record already taken skipped: each record comes no later than
-    about as many places as rankings times its best rank."""
+    ties by trial; rung ``j`` ranks those with a loss there), all the rankings taken in turn
+    (level by level, rung by rung), one record from each, a record already taken skipped: each
+    record comes no later than about as many places as rankings times its best rank."""
     rankings = []
     for records in levels:
         depth = max((len(losses(r)) for r in records), default=0)

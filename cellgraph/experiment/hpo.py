@@ -28,9 +28,10 @@ repeating a trial, written against optuna 5's storage API:
    lock before the read, and sets a connect timeout so that the others wait for the lock
    instead of failing on "database is locked". The file is kept in write-ahead-log mode
    with ``synchronous=NORMAL`` (SQLite's "WAL mode"): a commit appends to ``NAME-wal``
-   without waiting for the disk, about 14x cheaper than the rollback journal's (0.7 against
-   9.4 ms here; ``benchmarks/storage_bench.py``), and a killed process loses no committed
-   trial (only a power cut can lose the last commits); readers no longer wait for a writer.
+   without waiting for the disk, 0.92 ms a commit against the rollback journal's 7.14
+   (``benchmarks/storage_bench.py``, ``results/bench-storage.json``), and a killed process
+   loses no committed trial (only a power cut can lose the last commits); readers no longer
+   wait for a writer.
    WAL needs the processes on one machine, as SQLite's locks do.
 3. *Dead workers.* While a trial trains, a thread records its heartbeat every
    ``heartbeat`` seconds (``RDBStorage.record_heartbeat``; optuna's own heartbeat thread
@@ -168,7 +169,7 @@ def shown(url: str) -> str:
         return url
 
 
-def _begin_immediate(engine: sqlalchemy.engine.Engine) -> None:
+def _sqlite_settings(engine: sqlalchemy.engine.Engine) -> None:
     """Make every SQLite transaction take the write lock at once (module docstring, 2):
     pysqlite's own BEGIN is switched off and SQLAlchemy's ``begin`` event emits
     ``BEGIN IMMEDIATE`` (SQLAlchemy docs, "Serializable isolation / Savepoints /
@@ -227,7 +228,7 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int | None = Non
             cause = f" ({err.__cause__})" if err.__cause__ else ""  # optuna's ImportError hides the module
             raise CellGraphError(f"cannot open storage {shown(url)}: {err}{cause}") from None
     if sqlite:
-        _begin_immediate(storage.engine)
+        _sqlite_settings(storage.engine)
     return storage
 
 
