@@ -55,8 +55,9 @@ def best_ms(call: Callable[[], Any], repeat: int, before: Callable[[], Any] = la
     return 1e3 * min(times)
 
 
-def proposal_costs(run_dir: Path, sizes: Sequence[int], repeat: int = 3) -> dict[str, Any]:
-    """The times of the module docstring at each of ``sizes`` trials of the search in ``run_dir``."""
+def proposal_costs(run_dir: Path, sizes: Sequence[int] | None = None, repeat: int = 3) -> dict[str, Any]:
+    """The times of the module docstring at each of ``sizes`` trials of the search in ``run_dir``
+    (all its trials by default)."""
     spec, _, trials = load_search(run_dir)
     strategy, space = expansion_strategy(spec), search_space(spec)
     if strategy is None:
@@ -64,7 +65,7 @@ def proposal_costs(run_dir: Path, sizes: Sequence[int], repeat: int = 3) -> dict
     fidelity = Fidelity.from_dict(spec["fidelity"])
     kept = History(fidelity)
     rows = []
-    for size in sizes:
+    for size in sizes or [len(trials)]:
         if not 0 < size <= len(trials):
             raise CellGraphError(f"size {size}: {run_dir.name} has {len(trials)} trials")
         part = trials[:size]
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         parser.error(f"--sizes {args.sizes}: give trial counts such as 1000,3000")
     try:
-        result = proposal_costs(args.run_dir, sizes or [len(load_search(args.run_dir)[2])], max(1, args.repeat))
+        result = proposal_costs(args.run_dir, sizes, max(1, args.repeat))
     except CellGraphError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     print(table(result))

@@ -53,6 +53,7 @@ def test_the_record_has_a_row_per_size_with_each_time(expansion, tmp_path, capsy
     assert record["rows"][0]["records"] <= 5 < record["rows"][1]["records"] <= trials
     assert all(r[k] >= 0 for r in record["rows"] for k in r)
     assert capsys.readouterr().out.splitlines()[2].startswith("| 5 |")
+    assert [r["trials"] for r in proposal_bench.proposal_costs(expansion, repeat=1)["rows"]] == [trials]  # all by default
 
 
 @pytest.mark.parametrize("flags, sizes, message", [((), "5", "ran no best-first expansion"),
