@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +25,7 @@ from cellgraph.backends.torch.runtime.device import resolve_device, synchronize
 from cellgraph.backends.torch.models.rrnn import RRNN
 from cellgraph.benchmarks.measure import best_time
 from cellgraph.benchmarks.step_bench import training_step
-from cellgraph.files import write_json
+from cellgraph.files import writable_file, write_json
 
 __all__ = ["compare_compile"]
 
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Item 6 of cellgraph bench alone, in a torch.compile mode.")
     parser.add_argument("--mode", default="reduce-overhead", help="torch.compile's mode (default reduce-overhead)")
     parser.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
-    parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--json", type=writable_file, help="also write the result as JSON here")
     parser.add_argument("--quick", action="store_true", help="toy sizes (a check of the command)")
     args = parser.parse_args(argv)
     result = compare_compile(device=resolve_device(args.device), compile_mode=args.mode,

@@ -35,7 +35,7 @@ from cellgraph.backends.torch.runtime.device import resolve_device
 from cellgraph.benchmarks.cell_bench import large_cell
 from cellgraph.benchmarks.measure import best_time, machine
 from cellgraph.data.planted_values import load_planted_values
-from cellgraph.files import write_json
+from cellgraph.files import writable_file, write_json
 from cellgraph.targets import target
 
 __all__ = ["fit_throughput", "search_throughput", "main"]
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--restarts", type=int, default=4)
     p.add_argument("--repeat", type=int, default=2, help="rounds of part 1 (the best counts)")
     p.add_argument("--budget", type=int, default=10, help="evaluations a worker in part 2 (0: skip part 2)")
-    p.add_argument("--json", metavar="FILE", help="write the result here")
+    p.add_argument("--json", metavar="FILE", type=writable_file, help="write the result here")
     p.add_argument("--batched-only", action="store_true", help="part 1 without the restarts one at a time")
     p.add_argument("--device", default="cpu", help="where part 1 trains (cpu, cuda, cuda:N; part 2 stays on the CPU)")
     a = p.parse_args(argv)

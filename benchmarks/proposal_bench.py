@@ -36,7 +36,7 @@ from cellgraph.discover.search import History
 from cellgraph.discover.strategies import Record
 from cellgraph.errors import CellGraphError
 from cellgraph.experiment.runs import package_versions
-from cellgraph.files import write_json
+from cellgraph.files import writable_file, write_json
 
 __all__ = ["best_ms", "proposal_costs", "table", "main"]
 
@@ -102,10 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("run_dir", type=Path, help="a cellgraph discover --strategy enumerate --expand run folder")
     parser.add_argument("--sizes", default=None, help="trial counts, comma-separated (default: all the run's trials)")
     parser.add_argument("--repeat", type=int, default=3, help="timed calls of each, the best kept (default 3)")
-    parser.add_argument("--json", default=None, help="write the record here")
+    parser.add_argument("--json", type=writable_file, default=None, help="write the record here")
     args = parser.parse_args(argv)
-    if args.json and not Path(args.json).parent.is_dir():
-        parser.error(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     try:
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     except ValueError:

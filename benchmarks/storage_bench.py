@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 
 from cellgraph.experiment.hpo import open_storage
 from cellgraph.experiment.runs import package_versions
-from cellgraph.files import write_json
+from cellgraph.files import writable_file, write_json
 
 __all__ = ["MODES", "trial_writes", "measure_mode", "storage_bench", "table", "main"]
 
@@ -105,12 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=100, help="trials written in each mode (default 100)")
     parser.add_argument("--rungs", type=int, default=2, help="rungs each trial reaches (default 2)")
     parser.add_argument("--dir", default=None, help="where the studies are written (default: the temporary folder)")
-    parser.add_argument("--json", default=None, help="write the result here")
+    parser.add_argument("--json", type=writable_file, default=None, help="write the result here")
     args = parser.parse_args(argv)
     if args.trials < 1 or args.rungs < 1:
         parser.error("--trials and --rungs must be at least 1")
-    if args.json and not Path(args.json).parent.is_dir():
-        parser.error(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     result = storage_bench(args.trials, args.rungs, args.dir)
     print(table(result))
     if args.json:

@@ -10,6 +10,7 @@ progress is done (:func:`deferred_interrupt`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Any, Iterator
 
 from cellgraph.errors import CellGraphError
 
-__all__ = ["deferred_interrupt", "atomic_write", "write_json", "read_json", "exclusive"]
+__all__ = ["deferred_interrupt", "atomic_write", "write_json", "read_json", "exclusive", "writable_file"]
 
 
 @contextmanager
@@ -114,6 +115,15 @@ def _write_replace(path: Path, data: bytes) -> None:
 def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` to ``path`` atomically as indented JSON with sorted keys."""
     atomic_write(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def writable_file(text: str) -> str:
+    """The argparse ``type`` of an option naming a file a command writes when its work is done
+    (``--json OUT``): the file's folder must exist, so that a missing one is refused before the
+    work, not after it."""
+    if not Path(text).parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {Path(text).parent} does not exist")
+    return text
 
 
 def read_json(path: str | Path) -> Any:

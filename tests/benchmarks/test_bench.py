@@ -111,7 +111,9 @@ def test_a_bench_stopped_midway_keeps_the_items_it_measured(tmp_path, monkeypatc
 
 def test_bench_json_into_a_missing_folder_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(suite, "_items", lambda *args: pytest.fail("the bench ran"))
-    assert main(["bench", "--quick", "--json", str(tmp_path / "no" / "bench.json")]) == 2
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--quick", "--json", str(tmp_path / "no" / "bench.json")])
+    assert stop.value.code == 2
     assert capsys.readouterr().err.strip().endswith(f"folder {tmp_path / 'no'} does not exist")
 
 

@@ -64,3 +64,9 @@ def test_a_search_without_an_expansion_or_a_size_past_its_trials_is_one_line(tmp
     with pytest.raises(SystemExit) as stop:
         proposal_bench.main([str(tmp_path / "run"), "--sizes", sizes])
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_record_into_a_missing_folder_is_refused_before_the_study_is_read(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        proposal_bench.main([str(tmp_path / "no-run"), "--json", str(tmp_path / "no" / "p.json")])
+    assert stop.value.code == 2 and f"folder {tmp_path / 'no'} does not exist" in capsys.readouterr().err

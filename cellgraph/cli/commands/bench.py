@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from cellgraph.cli.commands import DEVICE_AUTO, add_device_flag
-from cellgraph.errors import CellGraphError
-from cellgraph.files import atomic_write
+from cellgraph.files import atomic_write, writable_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: cellgraph bench --json bench.json",
     )
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke run, seconds)")
-    p.add_argument("--json", metavar="OUT", default=None,
+    p.add_argument("--json", metavar="OUT", type=writable_file, default=None,
                    help="also write the results as JSON to OUT (rewritten after each item, with "
                    "\"partial\": true until the last)")
     p.add_argument("--items", type=items_list, default=None, metavar="A,B",
@@ -62,8 +60,6 @@ def positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from cellgraph.benchmarks.suite import run as run_suite, table
 
-    if args.json and not Path(args.json).parent.is_dir():  # before the work, not after its first item
-        raise CellGraphError(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     command = ("cellgraph bench" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
                + f" --device {args.device}" + (f" --items {','.join(args.items)}" if args.items else ""))
     write = (lambda result: atomic_write(args.json, json.dumps(result, indent=2).encode())) if args.json else None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from cellgraph.files import writable_file
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "works mid-experiment).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--json", metavar="OUT", default=None, help="also write the table as JSON")
+    p.add_argument("--json", metavar="OUT", type=writable_file, default=None, help="also write the table as JSON")
     p.add_argument("--by", choices=("model", "name"), default="model",
                    help="group by task and model (default), or by run folder name without its "
                    "-s<seed> suffix (variants of one model as rows of their own)")
