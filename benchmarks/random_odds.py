@@ -14,11 +14,13 @@ The ``random-screen`` arm proposes only the cells the screen keeps
 (:class:`~cellgraph.discover.screen.Screen`); the screen refuses cells and never a teacher that
 passes it, so a screened proposal is the teacher with probability ``rate / kept``, ``kept`` the
 share of the first ``--screen-sample`` draws it keeps. Per teacher: its nodes, whether it passes
-the screen, draws, hits, the first hit's draw, the rate per draw (with no hit, ``< 3/draws``: the
-95% upper bound of the rule of three), the rate per screened proposal and the screened proposals
-random search needs for an even chance of proposing the teacher once (``ln 2 / rate``; with no
-hit, at least that of the bound). A run that proposes fewer cells than that is more likely than
-not never to train its teacher, whatever its training: exact recovery needs the proposal first.
+the screen, draws, hits, the first hit's draw, the rate per draw and its 95% upper bound (the
+Poisson bound of the hits: ``3/draws`` with none, the rule of three), the bound per screened
+proposal, the screened proposals random search needs for an even chance of proposing the teacher
+once (``ln 2 / rate``; with no hit, at least that of the bound) and, for each ``--proposals N``,
+the bound on the chance that ``N`` screened proposals hold the teacher at all,
+``1 - (1 - bound)^N``. Exact recovery needs the proposal first, so that chance bounds random
+search's rate of recovery in a run that proposes ``N`` cells, whatever its training.
 The record, ``DIR/random-odds[-sized].json`` (settings, versions, the screen's share, a row per
 teacher), is written at the end and printed as a table.
 
@@ -45,10 +47,10 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 from cellgraph.progress import progress
 
-__all__ = ["Draws", "kept_share", "odds", "table", "main"]
+__all__ = ["Draws", "poisson_upper", "kept_share", "odds", "table", "main"]
 
-#: The rule of three: with no hit in ``n`` draws, ``3 / n`` bounds the rate at 95%.
-RULE_OF_THREE = 3.0
+#: The confidence of the upper bounds.
+CONFIDENCE = 0.95
 
 
 class Draws:
@@ -73,6 +75,24 @@ class Draws:
         bar.close()
 
 
+def poisson_upper(hits: int, confidence: float = CONFIDENCE) -> float:
+    """The one-sided upper confidence limit of a Poisson mean that gave ``hits``: the ``mean``
+    whose chance of ``hits`` or fewer is ``1 - confidence`` (2.996 for none, the rule of
+    three), by bisection on the Poisson distribution function."""
+    def below(mean: float) -> float:
+        term = total = math.exp(-mean)
+        for k in range(1, hits + 1):
+            term *= mean / k
+            total += term
+        return total
+
+    low, high = 0.0, hits + 10.0 * math.sqrt(hits + 1) + 10.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if below(middle) > 1 - confidence else (low, middle)
+    return high
+
+
 def kept_share(cells: list[Expr], screen: Screen) -> float:
     """The share of ``cells`` that ``screen`` keeps."""
     if not cells:
@@ -80,21 +100,24 @@ def kept_share(cells: list[Expr], screen: Screen) -> float:
     return sum(screen.problem(c) is None for c in cells) / len(cells)
 
 
-def _row(teacher: str, root: Expr, found: Draws, n: int, kept: float, screen: Screen) -> dict[str, Any]:
+def _row(teacher: str, root: Expr, found: Draws, n: int, kept: float, screen: Screen,
+         proposals: list[int]) -> dict[str, Any]:
     """A teacher's row of the record (module docstring)."""
     key = cell_hash(root)
     hits = found.hits[key]
-    rate = hits / n
-    bound = rate if hits else RULE_OF_THREE / n
     passes = screen.problem(root) is None
+    bound = poisson_upper(hits) / n
     screened = bound / kept if passes else 0.0
+    rate = hits / n / kept if passes else 0.0
+    even = math.log(2) / (rate or screened) if screened else None
     return {"teacher": teacher, "nodes": len(root.internal_nodes()), "passes_screen": passes, "draws": n,
-            "hits": hits, "first": found.first.get(key), "rate": rate, "rate_bound": None if hits else bound,
-            "screened_rate": screened, "even_odds": math.log(2) / screened if screened else None}
+            "hits": hits, "first": found.first.get(key), "rate": hits / n, "rate_bound": bound,
+            "screened_bound": screened, "even_odds": even,
+            "chance_bound": {str(m): 1 - (1 - min(screened, 1.0)) ** m for m in proposals}}
 
 
 def odds(targets: list[str], n: int, seed: int, sized: bool = False, screen_sample: int = 2000,
-         show: bool = True) -> dict[str, Any]:
+         proposals: tuple[int, ...] = (), show: bool = True) -> dict[str, Any]:
     """The record of the module docstring (without versions): one stream of draws over the default
     space for all ``targets``, or with ``sized`` one per node count among them."""
     began = time.process_time()
@@ -108,16 +131,13 @@ def odds(targets: list[str], n: int, seed: int, sized: bool = False, screen_samp
         found = Draws(stream, n, seed, {cell_hash(r) for r in members.values()}, screen_sample, show)
         share = kept_share(found.sample, screen)
         kept["all" if size is None else str(size)] = share
-        rows += [_row(t, r, found, n, share, screen) for t, r in members.items()]
+        rows += [_row(t, r, found, n, share, screen, list(proposals)) for t, r in members.items()]
     order = {t: i for i, t in enumerate(targets)}
     return {"config": {"draws": n, "seed": seed, "sized": sized, "screen_sample": screen_sample,
+                       "proposals": list(proposals), "confidence": CONFIDENCE,
                        "space": space.to_dict(), "screen": screen.to_dict()},
             "kept": kept, "rows": sorted(rows, key=lambda r: order[r["teacher"]]),
             "cpu_seconds": round(time.process_time() - began, 1)}
-
-
-def _rate(row: dict[str, Any]) -> str:
-    return f"{row['rate']:.2e}" if row["hits"] else f"< {row['rate_bound']:.1e}"
 
 
 def table(record: dict[str, Any]) -> str:
@@ -125,14 +145,14 @@ def table(record: dict[str, Any]) -> str:
     lines = ["screen keeps " + ", ".join(f"{share:.1%} of the {'draws' if k == 'all' else k + '-node draws'}"
                                          for k, share in record["kept"].items()),
              f"{'teacher':<16} {'nodes':>5} {'screen':>6} {'draws':>10} {'hits':>5} {'first':>9} "
-             f"{'per draw':>10} {'per screened':>12} {'even odds':>10}"]
+             f"{'per draw':>9} {'bound':>8} {'screened':>9} {'even odds':>10}"
+             + "".join(f" {'in ' + format(m, ','):>10}" for m in record["config"]["proposals"])]
     for r in record["rows"]:
-        bound = "" if r["hits"] else "<"
-        screened = f"{bound}{r['screened_rate']:.1e}" if r["passes_screen"] else "never"
-        even = "-" if r["even_odds"] is None else f"{'>' if not r['hits'] else ''}{r['even_odds']:,.0f}"
+        even = "-" if r["even_odds"] is None else f"{'' if r['hits'] else '>'}{r['even_odds']:,.0f}"
         lines.append(f"{r['teacher']:<16} {r['nodes']:>5} {'pass' if r['passes_screen'] else 'FAIL':>6} "
-                     f"{r['draws']:>10,} {r['hits']:>5} {r['first'] or '-':>9} {_rate(r):>10} {screened:>12} "
-                     f"{even:>10}")
+                     f"{r['draws']:>10,} {r['hits']:>5} {r['first'] or '-':>9} {r['rate']:>9.2e} "
+                     f"{r['rate_bound']:>8.1e} {r['screened_bound']:>9.1e} {even:>10}"
+                     + "".join(f" {'< ' + format(c, '.1%'):>10}" for c in r["chance_bound"].values()))
     return "\n".join(lines)
 
 
@@ -154,11 +174,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sized", action="store_true", help="draw each teacher's node count only")
     p.add_argument("--screen-sample", type=_positive, default=2000, metavar="N",
                    help="draws the screen's share is measured on (default %(default)s)")
+    p.add_argument("--proposals", type=_positive, nargs="*", default=[], metavar="N",
+                   help="numbers of screened proposals to bound the chance of a teacher proposal in")
     a = p.parse_args(argv)
     path = Path(a.records) / f"random-odds{'-sized' if a.sized else ''}.json"
     Path(a.records).mkdir(parents=True, exist_ok=True)
     try:
-        record = odds(a.targets, a.draws, a.seed, a.sized, min(a.screen_sample, a.draws))
+        record = odds(a.targets, a.draws, a.seed, a.sized, min(a.screen_sample, a.draws), tuple(a.proposals))
     except CellGraphError as err:
         p.exit(2, f"{p.prog}: error: {err}\n")
     write_json(path, {**record, "versions": package_versions()})
