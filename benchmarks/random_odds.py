@@ -13,7 +13,8 @@ fairer baseline.
 The ``random-screen`` arm proposes only the cells the screen keeps
 (:class:`~cellgraph.discover.screen.Screen`); the screen refuses cells and never a teacher that
 passes it, so a screened proposal is the teacher with probability ``rate / kept``, ``kept`` the
-share of the first ``--screen-sample`` draws it keeps. Per teacher: its nodes, whether it passes
+share of the first ``--screen-sample`` draws it keeps (its own sampling error is not in the
+bounds below). Per teacher: its nodes, whether it passes
 the screen, draws, hits, the first hit's draw, the rate per draw and its 95% upper bound (the
 Poisson bound of the hits: ``3/draws`` with none, the rule of three), the bound per screened
 proposal, the screened proposals random search needs for an even chance of proposing the teacher
