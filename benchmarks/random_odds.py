@@ -41,6 +41,7 @@ from typing import Any
 
 from cellgraph.benchmarks.reach import structure
 from cellgraph.cell.expr import Expr
+from cellgraph.cli.commands.bench import positive_int
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.screen import Screen
 from cellgraph.discover.space import CellSpace, sample_cell
@@ -157,25 +158,18 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> None:
     from cellgraph.experiment.runs import package_versions
 
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--records", default="runs/landscape", metavar="DIR", help="where the record goes (default %(default)s)")
     p.add_argument("--targets", nargs="+", required=True, metavar="TEACHER", help="planted teachers (gru, minimal:0:2-3, ...)")
-    p.add_argument("--draws", type=_positive, default=1_000_000, help="candidates drawn per stream (default %(default)s)")
+    p.add_argument("--draws", type=positive_int, default=1_000_000, help="candidates drawn per stream (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="the draws' seed (default %(default)s)")
     p.add_argument("--sized", action="store_true", help="draw each teacher's node count only")
-    p.add_argument("--screen-sample", type=_positive, default=2000, metavar="N",
+    p.add_argument("--screen-sample", type=positive_int, default=2000, metavar="N",
                    help="draws the screen's share is measured on (default %(default)s)")
-    p.add_argument("--proposals", type=_positive, nargs="*", default=[], metavar="N",
+    p.add_argument("--proposals", type=positive_int, nargs="*", default=[], metavar="N",
                    help="numbers of screened proposals to bound the chance of a teacher proposal in")
     a = p.parse_args(argv)
     path = Path(a.records) / f"random-odds{'-sized' if a.sized else ''}.json"

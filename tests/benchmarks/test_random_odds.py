@@ -55,7 +55,7 @@ def test_the_poisson_bound_matches_its_tables(hits, mean):
 def test_bad_input_is_refused_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         random_odds.main(["--records", str(tmp_path), "--targets", "rnn", "--draws", "0"])
-    assert "--draws: must be >= 1, got 0" in capsys.readouterr().err
+    assert "--draws: expected an integer >= 1, got '0'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         random_odds.main(["--records", str(tmp_path), "--targets", "nope", "--draws", "10"])
     assert "unknown target 'nope'" in capsys.readouterr().err
