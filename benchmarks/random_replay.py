@@ -15,18 +15,21 @@ cannot recover it: an exact verdict, ``never proposed``. A teacher within the fi
 ``(B - c_0) / C + 1`` is trained for certain (``proposed``: its recovery needs the run), and
 between the two it depends on training (``needs a run``).
 
-Two uses. With ``--targets``, ``--budget`` and ``--seeds``, the new runs of the recovery suite's
-random arms (one worker, no interruption) are replayed: per seed, one stream, walked until the
-largest window or until every teacher has turned up; a record ``DIR/random-replay-sSEED.json``
-per seed. With ``--runs RUN_DIR...``, existing runs are checked trial by trial: every trial of
-the study must be the stream's proposal, from its start or from a resume point (else an error
-names the first that is not), and a run that has not ended gets the verdict of its continuation
-from its study (the same command resuming it once more); a record
-``DIR/random-replay-RUN.json`` per run. A long walk keeps its state in ``DIR`` every
+Three uses. With ``--targets``, ``--budget`` and ``--seeds``, the new runs of the recovery
+suite's random arms (one worker, no interruption) are replayed: per seed, one stream, walked
+until the largest window or until every teacher has turned up; a record
+``DIR/random-replay-RUNGS-sSEED.json`` per rungs and seed (``RUNGS`` as ``1-5-20-60``; a later
+replay of the same rungs and seed replaces it). With ``RUN_DIR...``, existing runs are checked
+trial by trial: every trial of the study must be the stream's proposal, from its start or from
+a resume point (else an error names the first that is not), and a run that has not ended gets
+the verdict of its continuation from its study (the same command resuming it once more); a
+record ``DIR/random-replay-RUN.json`` per run. With ``--recorded``, kept records of random runs
+(no study) are checked against their seeds' streams (:func:`check_record`;
+``DIR/random-replay-record-RUN.json``). A long walk keeps its state in ``DIR`` every
 :data:`CHECKPOINT` cells and resumes from it. ``--table`` prints the records.
 
     python -m cellgraph.benchmarks.random_replay --records results/landscape --targets minimal:1:2-3 minimal:25:4-7 --budget 800 1000 --fidelity 1,5,20,60 --seeds 0 1 2
-    python -m cellgraph.benchmarks.random_replay --records results/landscape --runs runs/recovery-small/minimal1-2to3-random-screen-s0
+    python -m cellgraph.benchmarks.random_replay --records results/landscape runs/recovery-small/minimal1-2to3-random-screen-s0
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import json
 import random
 import time
 from collections import Counter
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -53,7 +57,8 @@ from cellgraph.errors import CellGraphError
 from cellgraph.files import write_json
 from cellgraph.progress import progress
 
-__all__ = ["Stream", "Window", "Walk", "reconstruct", "walk", "verdict", "fresh", "replay_run", "table", "main"]
+__all__ = ["Stream", "Window", "Walk", "reconstruct", "walk", "verdict", "fresh", "replay_run", "check_record", "table",
+           "main"]
 
 #: Distinct cells between two saves of a walk's state.
 CHECKPOINT = 5000
@@ -235,14 +240,35 @@ def replay_run(run_dir: Path, state: Path | None = None, show: bool = True) -> d
     return {**out, "cpu_seconds": round(time.process_time() - began, 1)}
 
 
+def check_record(folder: Path) -> dict[str, Any]:
+    """How a kept record of a one-worker random run (``folder/discovery.json``, the suite's
+    records: no study) agrees with the stream of its seed: its trials replayed from the start,
+    the distinct cells among them against those it trained, and its best cells' trial numbers
+    and hashes against the replay's. A run that was resumed agrees only up to its first resume."""
+    path = folder / "discovery.json"
+    if not path.is_file():
+        raise CellGraphError(f"{folder} holds no discovery.json")
+    record = json.loads(path.read_text())
+    config, result = record["config"], record["result"]
+    if config["strategy"] != "random" or config["worker"] != 0:
+        raise CellGraphError(f"{folder}: not worker 0 of a random search (strategy {config['strategy']})")
+    screen = None if config.get("screen") is None else Screen(config["screen"])
+    hashes = list(islice(Stream(record["seed"], 0, screen), result["trials"]))
+    best = sum(hashes[b["trial"]] == b["hash"] for b in record["best"])
+    return {"kind": "record", "run": folder.name, "trials": result["trials"], "trained": result["trained"],
+            "distinct": len(set(hashes)), "best": [best, len(record["best"])],
+            "agrees": len(set(hashes)) == result["trained"] and best == len(record["best"]),
+            "teacher_replayed": record["teacher"]["hash"] in hashes, "teacher_trained": result["proposed"] is not None}
+
+
 def table(records: Iterable[dict[str, Any]]) -> str:
     """A line per teacher and seed of the new runs' records, then one per checked run."""
     lines = [f"{'teacher':<16} {'seed':>4} {'budget':>6} {'sure':>6} {'most':>7} "
              f"{'first at (proposal, cell)':>26}  verdict"]
-    runs = []
+    runs, kept = [], []
     for r in records:
-        if r["kind"] == "run":
-            runs.append(r)
+        if r["kind"] != "fresh":
+            (runs if r["kind"] == "run" else kept).append(r)
             continue
         for row in r["rows"]:
             at = "-" if row["first"] is None else f"{row['first'][0]:,}, {row['first'][1]:,}"
@@ -255,6 +281,11 @@ def table(records: Iterable[dict[str, Any]]) -> str:
                 else f"continuation: {later['verdict']} ({later['distinct']:,} of at most {later['most']:,} new cells)")
         lines.append(f"{r['run']}: {r['trials']:,} trials all proposals of seed {r['seed']} "
                      f"(resumed at {r['resumed_at'] or 'none'}); {told}")
+    for r in kept:
+        lines.append(f"{r['run']}: {'agrees' if r['agrees'] else 'DIFFERS'}: {r['trials']:,} trials replayed, "
+                     f"{r['distinct']:,} distinct against {r['trained']:,} trained, best cells {r['best'][0]} of "
+                     f"{r['best'][1]} at their trials; teacher replayed {r['teacher_replayed']}, trained "
+                     f"{r['teacher_trained']}")
     return "\n".join(lines)
 
 
@@ -268,13 +299,17 @@ def main(argv: list[str] | None = None) -> None:
                    help="the runs' seeds (default 0 1 2)")
     p.add_argument("--screen", type=positive_int, default=3, metavar="DRAWS", help="the screen's draws (default 3)")
     p.add_argument("--unscreened", action="store_true", help="replay the random arm without the screen")
+    p.add_argument("--recorded", nargs="+", type=Path, default=[], metavar="RECORD_DIR",
+                   help="check kept records of random runs (the suite's records/NAME) against their seeds' streams")
     a = p.parse_args(argv)
     folder = Path(a.records)
     if a.table:
         print(table(run_records.read(folder, "random-replay")))
         return
-    if bool(a.targets) == bool(a.runs):
-        p.error("give --targets (new runs) or RUN_DIR... (existing runs), not both")
+    if sum(map(bool, (a.targets, a.runs, a.recorded))) != 1:
+        p.error("give one of --targets (new runs), RUN_DIR... (existing runs) and --recorded")
+    for kept in a.recorded:
+        run_records.keep(p, folder, f"random-replay-record-{kept.name}", lambda: check_record(kept))
     screen = None if a.unscreened else Screen(a.screen)
     for run_dir in a.runs:
         run_records.keep(p, folder, f"random-replay-{run_dir.name}",
@@ -288,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--fidelity {a.fidelity!r}: give increasing epochs such as 1,5,20,60")
         budgets = a.budget * len(a.targets) if len(a.budget) == 1 else a.budget
         for seed in a.seeds:
-            name = f"random-replay-s{seed}" + ("-unscreened" if screen is None else "")
+            name = f"random-replay-{'-'.join(map(str, rungs))}-s{seed}" + ("-unscreened" if screen is None else "")
             run_records.keep(p, folder, name, lambda: fresh(a.targets, budgets, rungs, seed, screen,
                                                             folder / f".{name}.state.json"))
     print(table(run_records.read(folder, "random-replay")))

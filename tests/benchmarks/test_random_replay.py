@@ -7,7 +7,8 @@ import optuna
 import pytest
 
 from cellgraph.benchmarks import random_replay
-from cellgraph.benchmarks.random_replay import Stream, Window, reconstruct, verdict, walk
+from cellgraph.benchmarks.random_replay import Stream, Window, check_record, reconstruct, verdict, walk
+from cellgraph.cli.commands.discover import write_best
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.screen import Screen
@@ -21,17 +22,23 @@ from tests.discover.cells import small
 RUNGS = Fidelity((1, 3), eta=2)
 
 
-def _search(run_dir, budget, target):
-    discover(CellSpace(), StructureEvaluator(small()), RandomSearch(Screen()), budget, fidelity=RUNGS, seed=5,
-             run_dir=run_dir, target_hash=target, show_progress=False)
+def _search(run_dir, budget, target=None):
+    """A random search of the default space, screened, seed 5 (resumed when ``run_dir`` holds one)."""
+    return discover(CellSpace(), StructureEvaluator(small()), RandomSearch(Screen()), budget, fidelity=RUNGS, seed=5,
+                    run_dir=run_dir, target_hash=target, show_progress=False)
+
+
+def _trials(run_dir):
     study = optuna.load_study(study_name="discover", storage=f"sqlite:///{run_dir / 'study.db'}")
     return sorted(study.get_trials(), key=lambda t: t.number)
 
 
 def test_a_run_is_its_seeds_stream_resumed_where_it_resumed_and_trains_within_its_window(tmp_path):
     planted = list(islice(Stream(5, 0, Screen()), 30))[1]
-    first = _search(tmp_path, 4, planted)  # 12 epochs
-    trials = _search(tmp_path, 9, planted)  # resumed: the same command, a larger budget
+    _search(tmp_path, 4, planted)  # 12 epochs
+    first = _trials(tmp_path)
+    _search(tmp_path, 9, planted)  # resumed: the same command, a larger budget
+    trials = _trials(tmp_path)
     hashes = [t.user_attrs["hash"] for t in trials]
     assert reconstruct(hashes, 5, Screen()) == [0, len(first)]
     assert hashes[:len(first)] == list(islice(Stream(5, 0, Screen()), len(first)))
@@ -48,7 +55,8 @@ def test_a_run_is_its_seeds_stream_resumed_where_it_resumed_and_trains_within_it
 
 
 def test_an_unfinished_run_gets_its_continuations_verdict_and_the_continuation_is_what_the_run_does(tmp_path):
-    trials = _search(tmp_path, 3, "0" * 64)
+    _search(tmp_path, 3, "0" * 64)
+    trials = _trials(tmp_path)
     spec = json.loads((tmp_path / "discover.json").read_text())
     coming = list(islice(Stream(5, len(trials), Screen()), 40))
     new = [k for k in dict.fromkeys(coming) if k not in {t.user_attrs["hash"] for t in trials}]
@@ -60,7 +68,8 @@ def test_an_unfinished_run_gets_its_continuations_verdict_and_the_continuation_i
     assert record["proposed_at"] is None and record["spent_epochs"] == spent and not record["ended"]
     assert later["first"] == {new[1]: [coming.index(new[1]) + 1, 2]} and later["verdict"] == "proposed"
     assert (later["sure"], later["most"]) == (Window(90 - spent, RUNGS).sure, Window(90 - spent, RUNGS).most)
-    resumed = _search(tmp_path, 30, new[1])  # the continuation, run: it trains that cell
+    _search(tmp_path, 30, new[1])  # the continuation, run: it trains that cell
+    resumed = _trials(tmp_path)
     made = [t.user_attrs["hash"] for t in resumed[len(trials):]]
     assert made[:40] == coming[:len(made)]
     assert new[1] in {t.user_attrs["hash"] for t in resumed}
@@ -120,7 +129,7 @@ def test_the_verdicts():
 def test_new_runs_are_replayed_per_seed_and_bad_input_is_one_line(tmp_path, capsys):
     random_replay.main(["--records", str(tmp_path), "--targets", "rnn", "minimal:25:4-7", "--budget", "20", "2",
                         "--fidelity", "1,5", "--seeds", "0", "--unscreened"])
-    record = json.loads((tmp_path / "random-replay-s0-unscreened.json").read_text())
+    record = json.loads((tmp_path / "random-replay-1-5-s0-unscreened.json").read_text())
     rnn, four = record["rows"]
     assert record["screen"] is None and record["versions"]["cellgraph"]
     assert (rnn["most"], rnn["sure"], four["most"], four["sure"]) == (100, 17, 10, 2)
@@ -135,9 +144,28 @@ def test_new_runs_are_replayed_per_seed_and_bad_input_is_one_line(tmp_path, caps
     (tmp_path / "evolution" / "study.db").touch()
     (tmp_path / "evolution" / "discover.json").write_text(json.dumps({"strategy": {"name": "evolution"}}))
     for argv, message in ((["--targets", "rnn"], "one --budget or one per target"),
-                          ([str(tmp_path), "--targets", "rnn"], "not both"),
+                          ([str(tmp_path), "--targets", "rnn"], "give one of --targets"),
                           ([str(tmp_path)], "not a search folder"),
                           ([str(tmp_path / "evolution")], "not worker 0 of a random search")):
         with pytest.raises(SystemExit):
             random_replay.main(["--records", str(tmp_path), *argv])
         assert message in capsys.readouterr().err
+
+
+def test_a_kept_record_is_checked_against_its_seeds_stream(tmp_path):
+    result = _search(tmp_path, 5)
+    trials = _trials(tmp_path)
+    teacher = trials[2].user_attrs["hash"]
+    record = {"config": {"strategy": "random", "worker": 0, "screen": 3}, "seed": 5, "result": result.to_dict(),
+              "best": write_best(tmp_path, result, teacher), "teacher": {"hash": teacher}}
+    (tmp_path / "discovery.json").write_text(json.dumps(record))
+    checked = check_record(tmp_path)
+    assert checked["agrees"] and checked["trials"] == len(trials) and checked["distinct"] == result.trained
+    assert checked["best"] == [len(result.best)] * 2 and checked["teacher_replayed"]
+    record["seed"] = 6
+    (tmp_path / "discovery.json").write_text(json.dumps(record))
+    assert not check_record(tmp_path)["agrees"]
+    record["config"]["strategy"] = "evolution"
+    (tmp_path / "discovery.json").write_text(json.dumps(record))
+    with pytest.raises(CellGraphError, match="not worker 0 of a random search"):
+        check_record(tmp_path)
