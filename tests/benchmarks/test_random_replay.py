@@ -165,6 +165,10 @@ def test_a_kept_record_is_checked_against_its_seeds_stream(tmp_path):
     record["seed"] = 6
     (tmp_path / "discovery.json").write_text(json.dumps(record))
     assert not check_record(tmp_path)["agrees"]
+    record["seed"] = 5
+    del record["config"]["screen"]  # records from before the screen option: unscreened runs
+    (tmp_path / "discovery.json").write_text(json.dumps(record))
+    assert not check_record(tmp_path)["agrees"]
     record["config"]["strategy"] = "evolution"
     (tmp_path / "discovery.json").write_text(json.dumps(record))
     with pytest.raises(CellGraphError, match="not worker 0 of a random search"):
