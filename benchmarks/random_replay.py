@@ -39,8 +39,8 @@ import json
 import random
 import time
 from collections import Counter
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -185,7 +185,8 @@ def verdict(place: list[int] | None, window: Window, stopped_idle: bool = False)
 def fresh(targets: list[str], budgets: list[float], rungs: tuple[int, ...], seed: int, screen: Screen | None,
           state: Path | None = None, show: bool = True) -> dict[str, Any]:
     """The record of a new run's replay at ``seed`` (module docstring, without versions): one
-    stream walked to the largest of the targets' windows."""
+    stream walked to the largest of the targets' windows (``cpu_seconds``: this process's, so
+    the last part's only when the walk resumed from a saved state)."""
     began, fidelity = time.process_time(), Fidelity(rungs)
     hashes = {t: cell_hash(structure(t)) for t in targets}
     windows = {t: Window(round(b * fidelity.full), fidelity) for t, b in zip(targets, budgets)}
