@@ -25,8 +25,9 @@ a resume point (else an error names the first that is not), and a run that has n
 the verdict of its continuation from its study (the same command resuming it once more); a
 record ``DIR/random-replay-RUN.json`` per run. With ``--recorded``, kept records of random runs
 (no study) are checked against their seeds' streams (:func:`check_record`;
-``DIR/random-replay-record-RUN.json``). A long walk keeps its state in ``DIR`` every
-:data:`CHECKPOINT` cells and resumes from it. ``--table`` prints the records.
+``DIR/random-replay-record-RUN.json``). A long walk keeps its state in ``--work`` (default
+``runs/random-replay``, not a records folder) every :data:`CHECKPOINT` cells and resumes from
+it. ``--table`` prints the records.
 
     python -m cellgraph.benchmarks.random_replay --records results/landscape --targets minimal:1:2-3 minimal:25:4-7 --budget 800 1000 --fidelity 1,5,20,60 --seeds 0 1 2
     python -m cellgraph.benchmarks.random_replay --records results/landscape runs/recovery-small/minimal1-2to3-random-screen-s0
@@ -46,6 +47,7 @@ from typing import Any, Iterable
 
 from cellgraph.benchmarks import run_records
 from cellgraph.benchmarks.reach import structure
+from cellgraph.benchmarks.subcells import load_search
 from cellgraph.cli.commands.bench import positive_int
 from cellgraph.discover.cache import cell_hash
 from cellgraph.discover.fidelity import Fidelity
@@ -201,20 +203,12 @@ def fresh(targets: list[str], budgets: list[float], rungs: tuple[int, ...], seed
 
 
 def _trials(run_dir: Path) -> tuple[dict[str, Any], list]:
-    import optuna
-
-    from cellgraph.discover.storage import open_search_storage
-
-    path = run_dir / "discover.json"
-    if not path.is_file() or not (run_dir / "study.db").is_file():
-        raise CellGraphError(f"{run_dir} is not a search folder with its study (discover.json, study.db)")
-    spec = json.loads(path.read_text())
+    """A random search's settings and its trials in order (:func:`~cellgraph.benchmarks.subcells.load_search`)."""
+    spec, _, trials = load_search(run_dir)
     if spec["strategy"]["name"] != "random" or spec.get("worker", 0) != 0 or not spec.get("target_hash"):
         raise CellGraphError(f"{run_dir}: not worker 0 of a random search of a planted teacher "
                              f"(strategy {spec['strategy']['name']}, worker {spec.get('worker', 0)})")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=spec["study"], storage=open_search_storage(None, run_dir))
-    return spec, sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    return spec, sorted(trials, key=lambda t: t.number)
 
 
 def replay_run(run_dir: Path, state: Path | None = None, show: bool = True) -> dict[str, Any]:
@@ -300,10 +294,13 @@ def main(argv: list[str] | None = None) -> None:
                    help="the runs' seeds (default 0 1 2)")
     p.add_argument("--screen", type=positive_int, default=3, metavar="DRAWS", help="the screen's draws (default 3)")
     p.add_argument("--unscreened", action="store_true", help="replay the random arm without the screen")
+    p.add_argument("--work", default="runs/random-replay", metavar="DIR",
+                   help="where long walks keep their state (default %(default)s)")
     p.add_argument("--recorded", nargs="+", type=Path, default=[], metavar="RECORD_DIR",
                    help="check kept records of random runs (the suite's records/NAME) against their seeds' streams")
     a = p.parse_args(argv)
-    folder = Path(a.records)
+    folder, work = Path(a.records), Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
     if a.table:
         print(table(run_records.read(folder, "random-replay")))
         return
@@ -314,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     screen = None if a.unscreened else Screen(a.screen)
     for run_dir in a.runs:
         run_records.keep(p, folder, f"random-replay-{run_dir.name}",
-                         lambda: replay_run(run_dir, folder / f".random-replay-{run_dir.name}.state.json"))
+                         lambda: replay_run(run_dir, work / f"random-replay-{run_dir.name}.state.json"))
     if a.targets:
         if len(a.budget) not in (1, len(a.targets)):
             p.error(f"give one --budget or one per target ({len(a.targets)}), got {len(a.budget)}")
@@ -326,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         for seed in a.seeds:
             name = f"random-replay-{'-'.join(map(str, rungs))}-s{seed}" + ("-unscreened" if screen is None else "")
             run_records.keep(p, folder, name, lambda: fresh(a.targets, budgets, rungs, seed, screen,
-                                                            folder / f".{name}.state.json"))
+                                                            work / f"{name}.state.json"))
     print(table(run_records.read(folder, "random-replay")))
 
 

@@ -20,12 +20,14 @@ from cellgraph.errors import CellGraphError
 from tests.discover.cells import small
 
 RUNGS = Fidelity((1, 3), eta=2)
+#: The planted teacher a run folder records (read by the replay of a run).
+TEACHER = {"data": {"teacher": "rnn", "seed": 0, "weight_scale": 1.0}}
 
 
 def _search(run_dir, budget, target=None):
     """A random search of the default space, screened, seed 5 (resumed when ``run_dir`` holds one)."""
     return discover(CellSpace(), StructureEvaluator(small()), RandomSearch(Screen()), budget, fidelity=RUNGS, seed=5,
-                    run_dir=run_dir, target_hash=target, show_progress=False)
+                    run_dir=run_dir, target_hash=target, show_progress=False, settings=TEACHER)
 
 
 def _trials(run_dir):
@@ -127,8 +129,8 @@ def test_the_verdicts():
 
 
 def test_new_runs_are_replayed_per_seed_and_bad_input_is_one_line(tmp_path, capsys):
-    random_replay.main(["--records", str(tmp_path), "--targets", "rnn", "minimal:25:4-7", "--budget", "20", "2",
-                        "--fidelity", "1,5", "--seeds", "0", "--unscreened"])
+    random_replay.main(["--records", str(tmp_path), "--work", str(tmp_path / "work"), "--targets", "rnn",
+                        "minimal:25:4-7", "--budget", "20", "2", "--fidelity", "1,5", "--seeds", "0", "--unscreened"])
     record = json.loads((tmp_path / "random-replay-1-5-s0-unscreened.json").read_text())
     rnn, four = record["rows"]
     assert record["screen"] is None and record["versions"]["cellgraph"]
@@ -140,15 +142,16 @@ def test_new_runs_are_replayed_per_seed_and_bad_input_is_one_line(tmp_path, caps
     assert record["walk"]["distinct"] == 100
     out = capsys.readouterr().out
     assert "minimal:25:4-7      0      2" in out and "never proposed" in out
-    (tmp_path / "evolution").mkdir()
-    (tmp_path / "evolution" / "study.db").touch()
-    (tmp_path / "evolution" / "discover.json").write_text(json.dumps({"strategy": {"name": "evolution"}}))
+    _search(tmp_path / "evolution", 2)
+    spec = json.loads((tmp_path / "evolution" / "discover.json").read_text())
+    spec["strategy"] = {"name": "evolution"}
+    (tmp_path / "evolution" / "discover.json").write_text(json.dumps(spec))
     for argv, message in ((["--targets", "rnn"], "one --budget or one per target"),
                           ([str(tmp_path), "--targets", "rnn"], "give one of --targets"),
                           ([str(tmp_path)], "not a search folder"),
                           ([str(tmp_path / "evolution")], "not worker 0 of a random search")):
         with pytest.raises(SystemExit):
-            random_replay.main(["--records", str(tmp_path), *argv])
+            random_replay.main(["--records", str(tmp_path), "--work", str(tmp_path / "work"), *argv])
         assert message in capsys.readouterr().err
 
 
