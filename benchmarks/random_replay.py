@@ -168,6 +168,7 @@ def walk(stream: Stream, wanted: set[str], most: int, seen: set[str], state: Pat
         if key in wanted and key not in done.first:
             done.first[key] = [done.proposals, done.distinct]
         if state is not None and done.distinct % CHECKPOINT == 0:
+            state.parent.mkdir(parents=True, exist_ok=True)
             write_json(state, {"rng": stream.state(), "seen": sorted(seen), "walk": done.to_dict(),
                                "wanted": sorted(wanted)})
     bar.close()
@@ -300,7 +301,6 @@ def main(argv: list[str] | None = None) -> None:
                    help="check kept records of random runs (the suite's records/NAME) against their seeds' streams")
     a = p.parse_args(argv)
     folder, work = Path(a.records), Path(a.work)
-    work.mkdir(parents=True, exist_ok=True)
     if a.table:
         print(table(run_records.read(folder, "random-replay")))
         return

@@ -105,7 +105,7 @@ def test_a_stopped_walk_resumes_from_its_state_as_if_never_stopped(tmp_path, mon
                 raise KeyboardInterrupt
             return super().__next__()
 
-    state = tmp_path / "walk.json"
+    state = tmp_path / "work" / "walk.json"  # the walk makes its folder when it first saves
     with pytest.raises(KeyboardInterrupt):
         walk(Stopping(9), {"f" * 64}, 600, set(), state, show=False)
     assert json.loads(state.read_text())["walk"]["distinct"] == 400
@@ -142,6 +142,7 @@ def test_new_runs_are_replayed_per_seed_and_bad_input_is_one_line(tmp_path, caps
     assert record["walk"]["distinct"] == 100
     out = capsys.readouterr().out
     assert "minimal:25:4-7      0      2" in out and "never proposed" in out
+    assert not (tmp_path / "work").exists()  # a walk too short to save leaves no work folder
     _search(tmp_path / "evolution", 2)
     spec = json.loads((tmp_path / "evolution" / "discover.json").read_text())
     spec["strategy"] = {"name": "evolution"}
