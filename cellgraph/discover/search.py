@@ -450,6 +450,8 @@ def discover(space: CellSpace, evaluator: Evaluator, strategy: Strategy, budget:
         check(space)
     spec = {"space": space.to_dict(), "fidelity": fidelity.to_dict(), "strategy": strategy.to_dict(), "seed": seed,
             **({} if settings is None else {"evaluator": settings})}
+    if run_dir is not None:  # holds the study, or a worker's files where the study is in ``storage``
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
     store = open_search_storage(storage, run_dir)
     search_study = open_search(store, study, spec)
     if run_dir is not None:

@@ -38,7 +38,6 @@ def open_search_storage(storage: str | None, run_dir: str | Path | None = None) 
     if storage is None:
         if run_dir is None:
             return InMemoryStorage()
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
         return open_storage(sqlite_url(run_dir))
     if storage.startswith(JOURNAL):
         path = Path(storage[len(JOURNAL):])

@@ -76,6 +76,17 @@ def test_two_workers_share_one_search_and_never_train_a_hash_twice(tmp_path, kin
     assert max(calls.values()) == 1 and sum(calls.values()) == 39
 
 
+def test_a_worker_joining_a_study_keeps_its_files_in_a_folder_it_makes(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    discover(SMALL, LoggingEvaluator(str(tmp_path / "log"), sleep=0), RandomSearch(), 3, storage=storage,
+             show_progress=False)
+    joined = tmp_path / "workers" / "1"  # fails when only a run folder holding the study is made
+    result = discover(SMALL, LoggingEvaluator(str(tmp_path / "log"), sleep=0), RandomSearch(), 6, storage=storage,
+                      worker=1, run_dir=joined, show_progress=False)
+    assert json.loads((joined / "discover.json").read_text())["worker"] == 1 and not (joined / "study.db").exists()
+    assert json.loads((joined / "result.json").read_text())["evaluations"] == result.evaluations == 6
+
+
 def test_a_killed_search_resumes_from_its_study_and_ends_with_exactly_the_budget(tmp_path):
     storage, log = f"sqlite:///{tmp_path / 'study.db'}", tmp_path / "log"
     assert _worker(storage, 0, 30, log, kill_at=12).wait(timeout=120) == -9
