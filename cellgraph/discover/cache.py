@@ -83,12 +83,22 @@ class ResultCache:
         if old is None or _better(entry, old):
             self._best[key] = entry
 
+    def get(self, key: str) -> Entry | None:
+        """The entry of ``key``, or None, counting nothing."""
+        return self._best.get(key)
+
     def lookup(self, key: str) -> Entry | None:
         """The entry of ``key``, or None; a found one counts as a hit."""
         self.lookups += 1
-        found = self._best.get(key)
+        found = self.get(key)
         self.hits += found is not None
         return found
+
+    def copy(self) -> "ResultCache":
+        """A cache with the same entries, its hits counting from zero."""
+        new = ResultCache()
+        new._best = dict(self._best)
+        return new
 
     @property
     def duplicate_rate(self) -> float:

@@ -46,10 +46,11 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from cellgraph.cell.expr import Expr
-from cellgraph.discover.cache import Entry, ResultCache, cell_from_json, cell_hash, cell_json
+from cellgraph.discover.cache import ResultCache, cell_from_json, cell_hash, cell_json
 from cellgraph.discover.evaluator import Evaluator, measure, resumes
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.intensify import PREFIX, Board, Fit, race_seeds
+from cellgraph.discover.ledger import FINISHED, Ledger, is_evaluation
 from cellgraph.discover.space import CellSpace, to_cell
 from cellgraph.discover.storage import open_search, open_search_storage, storage_name
 from cellgraph.discover.strategies import Proposal, Record, Strategy
@@ -66,7 +67,6 @@ IDLE_LIMIT = 5000
 #: The trial user attributes the search itself writes (module docstring); the others are the evaluator's.
 BOOKKEEPING = frozenset({"cell", "hash", "origin", "parent", "worker", "fidelity", "spent", "reserve", "loss",
                          "cpu_s", "rejected", "duplicate_of", "error", "withdrawn", "stopped", "budget"})
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 @dataclass(frozen=True)
@@ -120,26 +120,6 @@ class Discovery:
                 "best": [vars(f) for f in self.best], "target": hit(self.target), "proposed": hit(self.proposed)}
 
 
-def _is_evaluation(t: FrozenTrial) -> bool:
-    """A trial that trains (or trained, or failed training) its cell: not a reused result,
-    not withdrawn, not stopped with its worker."""
-    if "duplicate_of" in t.user_attrs or "hash" not in t.user_attrs:
-        return False
-    return t.state != TrialState.FAIL or "error" in t.user_attrs
-
-
-def _cache(trials: Iterable[FrozenTrial]) -> ResultCache:
-    return ResultCache((t.user_attrs["hash"], Entry(t.number, t.state == TrialState.RUNNING,
-                                                    t.user_attrs.get("loss"), t.state == TrialState.COMPLETE))
-                       for t in trials if _is_evaluation(t) and t.state in (TrialState.RUNNING, *FINISHED))
-
-
-def _epochs(trials: Iterable[FrozenTrial]) -> int:
-    """Epochs spent by every trial plus those reserved by running ones."""
-    return sum(t.user_attrs.get("spent", 0) + (t.user_attrs.get("reserve", 0) if t.state == TrialState.RUNNING else 0)
-               for t in trials)
-
-
 def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -184,7 +164,7 @@ class History:
     def __call__(self, trials: Iterable[FrozenTrial]) -> list[Record]:
         out = []
         for t in trials:
-            if t.state not in FINISHED or "hash" not in t.user_attrs or not (_is_evaluation(t) or "duplicate_of" in t.user_attrs):
+            if t.state not in FINISHED or "hash" not in t.user_attrs or not (is_evaluation(t) or "duplicate_of" in t.user_attrs):
                 continue
             if t.number not in self.kept:
                 self.kept[t.number] = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
@@ -205,13 +185,14 @@ class _Search:
         self.skipped = 0
         self.history = History(fidelity)
         self.seeds = race_seeds(seed, fidelity.seeds)
-        self.bar = progress(budget_epochs, "discover", show, unit="epochs",
-                            initial=_epochs(study.get_trials(deepcopy=False)))
+        self.ledger = Ledger(study)
+        self.ledger.read()
+        self.bar = progress(budget_epochs, "discover", show, unit="epochs", initial=self.ledger.epochs())
 
     def trials(self) -> list[FrozenTrial]:
-        trials = self.study.get_trials(deepcopy=False)
+        trials = self.ledger.read()
         if _fail_dead(self.study, self.storage, trials):
-            trials = self.study.get_trials(deepcopy=False)
+            trials = self.ledger.read()
         return trials
 
     def run(self, rng: random.Random) -> None:
@@ -220,11 +201,11 @@ class _Search:
         idle = 0
         while idle < IDLE_LIMIT:
             trials = self.trials()
-            if _epochs(trials) + self.fidelity.cost(0, self.resumes) > self.budget_epochs:
+            if self.ledger.epochs() + self.fidelity.cost(0, self.resumes) > self.budget_epochs:
                 return
             start = time.process_time()
             proposal = self.strategy.propose(self.history(trials), self.space, rng, self.rejected)
-            trained = self.step(proposal, cell_hash(proposal.root), _cache(trials), start)
+            trained = self.step(proposal, cell_hash(proposal.root), self.ledger.cache(), start)
             idle = 0 if trained else idle + 1
         note(f"discover: {IDLE_LIMIT} proposals in a row were cells the study already has; stopping")
 
@@ -246,10 +227,10 @@ class _Search:
         if entry is not None:
             self.reuse(trial, entry, start)
             return False
-        others = [t.number for t in self.study.get_trials(deepcopy=False)
-                  if t.number != trial.number and t.user_attrs.get("hash") == key and _is_evaluation(t)]
-        if others:
-            trial.set_user_attr("withdrawn", f"trial #{others[0]} has the same cell")
+        self.ledger.read()
+        other = self.ledger.other(key, trial.number)
+        if other is not None:
+            trial.set_user_attr("withdrawn", f"trial #{other} has the same cell")
             self.study.tell(trial, state=TrialState.FAIL)
             return False
         if not proposal.probing:
@@ -275,7 +256,8 @@ class _Search:
         """Reserve ``cost`` epochs for ``trial``, then check (reading every worker's
         reservations) that the budget holds them; release them when it does not."""
         trial.set_user_attr("reserve", cost)
-        if _epochs(self.study.get_trials(deepcopy=False)) <= self.budget_epochs:
+        self.ledger.read()
+        if self.ledger.epochs() <= self.budget_epochs:
             return True
         trial.set_user_attr("reserve", 0)
         return False
@@ -316,7 +298,7 @@ class _Search:
         if len(self.seeds) == 1:
             return []
         attrs = self.study.user_attrs
-        return [t.number for t in trials if t.state == TrialState.COMPLETE and _is_evaluation(t)
+        return [t.number for t in trials if t.state == TrialState.COMPLETE and is_evaluation(t)
                 and f"{PREFIX}{t.number}" not in attrs and _gone(t)]
 
     def race(self, challenger: int) -> None:
@@ -360,8 +342,8 @@ class _Search:
         return True
 
     def rung_losses(self, epochs: int) -> list[float]:
-        return [t.intermediate_values[epochs] for t in self.study.get_trials(deepcopy=False)
-                if epochs in t.intermediate_values]
+        self.ledger.read()
+        return self.ledger.rung_losses(epochs)
 
 
 def best_trials(trials: Iterable[FrozenTrial], keep: int) -> list[FrozenTrial]:
@@ -411,7 +393,7 @@ def _result(study: Study, storage: str, full: int, skipped: int, keep: int, targ
     return Discovery(
         study=study.study_name, storage=storage, best=_answer(trials, keep, board),
         evaluations=spent / full, trials=len(trials),
-        trained=sum(1 for t in trials if _is_evaluation(t) and t.state != TrialState.RUNNING),
+        trained=sum(1 for t in trials if is_evaluation(t) and t.state != TrialState.RUNNING),
         duplicates=sum(1 for t in trials if "duplicate_of" in t.user_attrs),
         skipped=skipped, rejected=rejected, target=hit, proposed=proposed,
         raced=sum(1 for t in trials if "fit_of" in t.user_attrs and t.user_attrs.get("spent")))
