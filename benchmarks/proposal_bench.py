@@ -38,7 +38,7 @@ from cellgraph.errors import CellGraphError
 from cellgraph.experiment.runs import package_versions
 from cellgraph.files import writable_file, write_json
 
-__all__ = ["best_ms", "proposal_costs", "table", "main"]
+__all__ = ["best_ms", "proposal_costs", "table", "sized_main", "main"]
 
 
 def best_ms(call: Callable[[], Any], repeat: int, before: Callable[[], Any] = lambda: None) -> float:
@@ -96,10 +96,12 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m cellgraph.benchmarks.proposal_bench",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path, help="a cellgraph discover --strategy enumerate --expand run folder")
+def sized_main(prog: str, doc: str, run_help: str, costs: Callable[[Path, list[int] | None, int], dict[str, Any]],
+               table: Callable[[dict[str, Any]], str], argv: list[str] | None) -> None:
+    """The command line of a benchmark timed on a search's study at several sizes: this one's
+    and :mod:`cellgraph.benchmarks.ledger_bench`'s (``costs(run_dir, sizes, repeat)``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help=run_help)
     parser.add_argument("--sizes", default=None, help="trial counts, comma-separated (default: all the run's trials)")
     parser.add_argument("--repeat", type=int, default=3, help="timed calls of each, the best kept (default 3)")
     parser.add_argument("--json", type=writable_file, default=None, help="write the record here")
@@ -109,13 +111,17 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         parser.error(f"--sizes {args.sizes}: give trial counts such as 1000,3000")
     try:
-        result = proposal_costs(args.run_dir, sizes, max(1, args.repeat))
+        result = costs(args.run_dir, sizes, max(1, args.repeat))
     except CellGraphError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     print(table(result))
     if args.json:
         write_json(Path(args.json), result)
 
+
+def main(argv: list[str] | None = None) -> None:
+    sized_main("python -m cellgraph.benchmarks.proposal_bench", __doc__,
+               "a cellgraph discover --strategy enumerate --expand run folder", proposal_costs, table, argv)
 
 if __name__ == "__main__":
     main()
