@@ -123,5 +123,6 @@ def main(argv: list[str] | None = None) -> None:
     sized_main("python -m cellgraph.benchmarks.proposal_bench", __doc__,
                "a cellgraph discover --strategy enumerate --expand run folder", proposal_costs, table, argv)
 
+
 if __name__ == "__main__":
     main()

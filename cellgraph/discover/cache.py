@@ -94,12 +94,6 @@ class ResultCache:
         self.hits += found is not None
         return found
 
-    def copy(self) -> "ResultCache":
-        """A cache with the same entries, its hits counting from zero."""
-        new = ResultCache()
-        new._best = dict(self._best)
-        return new
-
     @property
     def duplicate_rate(self) -> float:
         """Hits per lookup (0 before the first)."""

@@ -80,24 +80,17 @@ class Ledger:
         """Epochs spent by every trial plus those reserved by running ones."""
         return self._spent + sum(t.user_attrs.get("spent", 0) + t.user_attrs.get("reserve", 0) for t in self._running())
 
-    def cache(self) -> ResultCache:
-        """The best result per hash over the finished and running evaluations (a fresh cache
-        whose hits count from zero)."""
-        cache = self._cache.copy()
+    def entry(self, key: str, own: int | None = None) -> Entry | None:
+        """The best result of the cell of hash ``key`` over the finished and running evaluations
+        but trial ``own``'s, as :class:`~cellgraph.discover.cache.ResultCache` ranks them; None
+        when no other trial evaluates it."""
+        found = ResultCache([(key, e)] if (e := self._cache.get(key)) is not None else [])
         for t in self._running():
-            if is_evaluation(t):
-                cache.add(t.user_attrs["hash"], _entry(t))
-        return cache
+            if t.number != own and t.user_attrs.get("hash") == key and is_evaluation(t):
+                found.add(key, _entry(t))
+        return found.get(key)
 
     def rung_losses(self, epochs: int) -> list[float]:
         """Every loss recorded at ``epochs`` epochs, by finished and running trials."""
         return [*self._losses.get(epochs, ()), *(t.intermediate_values[epochs] for t in self._running()
                                                   if epochs in t.intermediate_values)]
-
-    def other(self, key: str, own: int) -> int | None:
-        """A trial other than ``own`` that evaluates the cell of hash ``key``, or None."""
-        found = self._cache.get(key)
-        if found is not None:
-            return found.number
-        return next((t.number for t in self._running()
-                     if t.number != own and t.user_attrs.get("hash") == key and is_evaluation(t)), None)

@@ -46,7 +46,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from cellgraph.cell.expr import Expr
-from cellgraph.discover.cache import ResultCache, cell_from_json, cell_hash, cell_json
+from cellgraph.discover.cache import Entry, cell_from_json, cell_hash, cell_json
 from cellgraph.discover.evaluator import Evaluator, measure, resumes
 from cellgraph.discover.fidelity import Fidelity
 from cellgraph.discover.intensify import PREFIX, Board, Fit, race_seeds
@@ -205,13 +205,13 @@ class _Search:
                 return
             start = time.process_time()
             proposal = self.strategy.propose(self.history(trials), self.space, rng, self.rejected)
-            trained = self.step(proposal, cell_hash(proposal.root), self.ledger.cache(), start)
+            key = cell_hash(proposal.root)
+            trained = self.step(proposal, key, self.ledger.entry(key), start)
             idle = 0 if trained else idle + 1
         note(f"discover: {IDLE_LIMIT} proposals in a row were cells the study already has; stopping")
 
-    def step(self, proposal: Proposal, key: str, cache: ResultCache, start: float) -> bool:
-        """Skip, reuse or train ``proposal``; whether it trained."""
-        entry = cache.lookup(key)
+    def step(self, proposal: Proposal, key: str, entry: Entry | None, start: float) -> bool:
+        """Skip, reuse or train ``proposal`` (hash ``key``, the study's ``entry`` for it); whether it trained."""
         if entry is not None and entry.running:
             self.skipped += 1
             return False
@@ -228,9 +228,9 @@ class _Search:
             self.reuse(trial, entry, start)
             return False
         self.ledger.read()
-        other = self.ledger.other(key, trial.number)
+        other = self.ledger.entry(key, trial.number)
         if other is not None:
-            trial.set_user_attr("withdrawn", f"trial #{other} has the same cell")
+            trial.set_user_attr("withdrawn", f"trial #{other.number} has the same cell")
             self.study.tell(trial, state=TrialState.FAIL)
             return False
         if not proposal.probing:

@@ -59,11 +59,8 @@ def test_the_ledger_agrees_with_a_reading_of_every_trial_as_trials_finish_out_of
         ledger.read()
         epochs, cache, losses = _full_reading(study)
         assert ledger.epochs() == epochs  # fails when a running trial's reserve or a late finisher is lost
-        assert {h: ledger.cache().get(h) for h in cache} == cache
+        assert {h: ledger.entry(h) for h in cache} == cache
         assert {e: sorted(ledger.rung_losses(e)) for e in losses} == losses
-        for h, entry in cache.items():
-            other = ledger.other(h, -1)
-            assert (other is None) == (entry is None)
     assert any(t.state == TrialState.RUNNING for t in study.get_trials()) and len(study.get_trials()) > 100
 
 
@@ -94,7 +91,7 @@ def test_another_workers_running_evaluation_of_a_hash_is_found_but_not_ones_own(
         trial.set_user_attr("hash", "a")
     ledger = Ledger(study)
     ledger.read()
-    assert ledger.other("a", mine.number) == theirs.number and ledger.other("b", mine.number) is None
+    assert ledger.entry("a", mine.number).number == theirs.number and ledger.entry("b", mine.number) is None
     theirs.set_user_attr("duplicate_of", 0)  # a reuse trains nothing
     ledger.read()
-    assert ledger.other("a", mine.number) is None
+    assert ledger.entry("a", mine.number) is None
