@@ -76,9 +76,13 @@ class Ledger:
     def _running(self) -> list[FrozenTrial]:
         return [t for t in (self.trials[n] for n in self._open) if t.state == TrialState.RUNNING]
 
+    def spent(self) -> int:
+        """Epochs spent by every trial, finished or running."""
+        return self._spent + sum(t.user_attrs.get("spent", 0) for t in self._running())
+
     def epochs(self) -> int:
         """Epochs spent by every trial plus those reserved by running ones."""
-        return self._spent + sum(t.user_attrs.get("spent", 0) + t.user_attrs.get("reserve", 0) for t in self._running())
+        return self.spent() + sum(t.user_attrs.get("reserve", 0) for t in self._running())
 
     def entry(self, key: str, own: int | None = None) -> Entry | None:
         """The best result of the cell of hash ``key`` over the finished and running evaluations

@@ -187,12 +187,26 @@ class _Search:
         self.seeds = race_seeds(seed, fidelity.seeds)
         self.ledger = Ledger(study)
         self.ledger.read()
-        self.bar = progress(budget_epochs, "discover", show, unit="epochs", initial=self.ledger.epochs())
+        self.shown = self.ledger.spent()
+        self.bar = progress(budget_epochs, "discover", show, unit="epochs", initial=self.shown)
+
+    def read(self) -> list[FrozenTrial]:
+        """Read the study again and move the progress line on to the epochs every worker has
+        spent, so that it follows the whole study, not this worker alone."""
+        trials = self.ledger.read()
+        self.advance(self.ledger.spent() - self.shown)
+        return trials
+
+    def advance(self, epochs: int) -> None:
+        """Show ``epochs`` more epochs spent (none when a reading is behind this worker's own count)."""
+        if epochs > 0:
+            self.bar.update(epochs)
+            self.shown += epochs
 
     def trials(self) -> list[FrozenTrial]:
-        trials = self.ledger.read()
+        trials = self.read()
         if _fail_dead(self.study, self.storage, trials):
-            trials = self.ledger.read()
+            trials = self.read()
         return trials
 
     def run(self, rng: random.Random) -> None:
@@ -227,7 +241,7 @@ class _Search:
         if entry is not None:
             self.reuse(trial, entry, start)
             return False
-        self.ledger.read()
+        self.read()
         other = self.ledger.entry(key, trial.number)
         if other is not None:
             trial.set_user_attr("withdrawn", f"trial #{other.number} has the same cell")
@@ -256,7 +270,7 @@ class _Search:
         """Reserve ``cost`` epochs for ``trial``, then check (reading every worker's
         reservations) that the budget holds them; release them when it does not."""
         trial.set_user_attr("reserve", cost)
-        self.ledger.read()
+        self.read()
         if self.ledger.epochs() <= self.budget_epochs:
             return True
         trial.set_user_attr("reserve", 0)
@@ -281,7 +295,7 @@ class _Search:
             spent += cost
             for name, value in (("spent", spent), ("reserve", 0), ("fidelity", epochs)):
                 trial.set_user_attr(name, value)
-            self.bar.update(cost)
+            self.advance(cost)
             if loss is None:
                 break
             trial.report(loss, epochs)
@@ -333,7 +347,7 @@ class _Search:
         spent = (("spent", cost), ("reserve", 0), ("fidelity", cost), ("cpu_s", time.process_time() - start))
         for name, value in spent:
             trial.set_user_attr(name, value)
-        self.bar.update(cost)
+        self.advance(cost)
         if outcome.error is not None or outcome.loss is None:
             trial.set_user_attr("error", outcome.error or "no loss")
             self.study.tell(trial, state=TrialState.FAIL)
@@ -342,7 +356,7 @@ class _Search:
         return True
 
     def rung_losses(self, epochs: int) -> list[float]:
-        self.ledger.read()
+        self.read()
         return self.ledger.rung_losses(epochs)
 
 

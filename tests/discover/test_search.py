@@ -87,6 +87,48 @@ def test_a_worker_joining_a_study_keeps_its_files_in_a_folder_it_makes(tmp_path)
     assert json.loads((joined / "result.json").read_text())["evaluations"] == result.evaluations == 6
 
 
+class Shown:
+    """A progress line that records the epochs it was shown."""
+
+    disable = False
+
+    def __init__(self, total, desc, show=True, unit="steps", stream=None, initial=0):
+        self.n = initial
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, **values):
+        pass
+
+    def close(self):
+        pass
+
+
+class Joining(LoggingEvaluator):
+    """Worker 0's evaluator: while it trains its first cell, worker 1 runs the study to its end."""
+
+    def __init__(self, log: str, storage: str, budget: int, fidelity: Fidelity) -> None:
+        super().__init__(log, sleep=0)
+        self.storage, self.budget, self.fidelity = storage, budget, fidelity
+
+    def evaluate(self, cell, layout, epochs, seed):
+        if self.calls == 0:
+            discover(SMALL, LoggingEvaluator(self.log, sleep=0), RandomSearch(), self.budget, fidelity=self.fidelity,
+                     storage=self.storage, worker=1, show_progress=False)
+        return super().evaluate(cell, layout, epochs, seed)
+
+
+def test_a_workers_progress_line_counts_every_workers_epochs(tmp_path, monkeypatch):
+    bars = []
+    monkeypatch.setattr("cellgraph.discover.search.progress", lambda *a, **k: bars.append(Shown(*a, **k)) or bars[-1])
+    storage, fidelity = f"sqlite:///{tmp_path / 'study.db'}", Fidelity((1, 3))
+    result = discover(SMALL, Joining(str(tmp_path / "log"), storage, 12, fidelity), RandomSearch(), 12,
+                      fidelity=fidelity, storage=storage, show_progress=False)
+    assert len(bars) == 2  # worker 1 ran inside worker 0's first rung
+    assert bars[0].n == result.evaluations * fidelity.full == 36  # fails when it counts its own epochs alone
+
+
 def test_a_killed_search_resumes_from_its_study_and_ends_with_exactly_the_budget(tmp_path):
     storage, log = f"sqlite:///{tmp_path / 'study.db'}", tmp_path / "log"
     assert _worker(storage, 0, 30, log, kill_at=12).wait(timeout=120) == -9
