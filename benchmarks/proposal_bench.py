@@ -9,7 +9,8 @@ finished or stopped ``cellgraph discover --strategy enumerate --expand`` run fol
 of ``sizes`` (its first N trials), times in milliseconds:
 
 * making the records of the trials again from their cells, parsed once (what every proposal
-  did before the worker kept the records), and taking them from those kept;
+  did before the worker kept the records), and taking them from a history that has read them
+  (a proposal's call when no trial finished since the last);
 * a proposal (:meth:`~cellgraph.discover.strategies.EnumerationSearch.propose`) with each
   parent's screened, shuffled insertions made anew (what every proposal did before they were
   kept) and kept.
@@ -63,12 +64,11 @@ def proposal_costs(run_dir: Path, sizes: Sequence[int] | None = None, repeat: in
     if strategy is None:
         raise CellGraphError(f"{run_dir} ran no best-first expansion (--strategy enumerate --expand)")
     fidelity = Fidelity.from_dict(spec["fidelity"])
-    kept = History(fidelity)
     rows = []
     for size in sizes or [len(trials)]:
         if not 0 < size <= len(trials):
             raise CellGraphError(f"size {size}: {run_dir.name} has {len(trials)} trials")
-        part = trials[:size]
+        part, kept = trials[:size], History(fidelity)  # a history reads a study that only grows
         history = kept(part)
         cells = {r.number: r.root for r in history}
         by_number = [t for t in part if t.number in cells]

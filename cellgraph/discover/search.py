@@ -32,6 +32,7 @@ reported about its last rung (its ``last_details``, :mod:`cellgraph.discover.eva
 
 from __future__ import annotations
 
+import bisect
 import os
 import random
 import socket
@@ -39,7 +40,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from optuna.storages import BaseStorage
 from optuna.study import Study
@@ -154,23 +155,35 @@ def _fail_dead(study: Study, storage: BaseStorage, trials: list[FrozenTrial]) ->
 
 class History:
     """What a strategy is shown of a study: the :class:`Record` of each finished trial that
-    evaluated a candidate or reused one, in trial order. A finished trial does not change, so
-    each is read once and kept; a proposal reads only the trials finished since the last."""
+    evaluated a candidate or reused one, in trial order. A finished trial does not change, so,
+    as :class:`~cellgraph.discover.ledger.Ledger` does, a history reads each trial until it is
+    finished, keeps its record, and then never reads it again: a call reads only the trials
+    running at the last call and those created since.
+
+    Each call is given the study's trials as they are now, trial ``n`` at index ``n`` (a list
+    that only grows, as ``study.get_trials()`` is from one reading to the next).
+    """
 
     def __init__(self, fidelity: Fidelity) -> None:
         self.fidelity = fidelity
-        self.kept: dict[int, Record] = {}
+        self.records: list[Record] = []  # in trial order
+        self._read = 0  # trials[:_read] were read at least once
+        self._open: list[int] = []  # trials not finished at their last reading
 
-    def __call__(self, trials: Iterable[FrozenTrial]) -> list[Record]:
-        out = []
-        for t in trials:
-            if t.state not in FINISHED or "hash" not in t.user_attrs or not (is_evaluation(t) or "duplicate_of" in t.user_attrs):
-                continue
-            if t.number not in self.kept:
-                self.kept[t.number] = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
-                                                        self.fidelity.epochs)
-            out.append(self.kept[t.number])
-        return out
+    def __call__(self, trials: Sequence[FrozenTrial]) -> list[Record]:
+        if len(trials) < self._read:
+            raise CellGraphError(f"a history of {self._read} trials was given {len(trials)}: give it the study's trials")
+        pending = [*self._open, *range(self._read, len(trials))]
+        self._read, self._open = len(trials), []
+        for n in pending:
+            t = trials[n]
+            if t.state not in FINISHED:
+                self._open.append(n)
+            elif "hash" in t.user_attrs and (is_evaluation(t) or "duplicate_of" in t.user_attrs):
+                record = Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), self.fidelity.early,
+                                           self.fidelity.epochs)
+                self.records.insert(bisect.bisect(self.records, n, key=lambda r: r.number), record)
+        return list(self.records)
 
 
 class _Search:

@@ -3,10 +3,12 @@ import random
 import optuna
 from optuna.trial import TrialState
 
-from cellgraph.discover.cache import Entry, ResultCache
+from cellgraph.discover.cache import Entry, ResultCache, cell_json
 from cellgraph.discover.ledger import Ledger, is_evaluation
+from tests.discover.cells import small
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+CELL = cell_json(small())  # every trial's candidate (the ledger reads hashes, not cells)
 
 
 def _full_reading(study: optuna.Study) -> tuple[int, int, dict, dict]:
@@ -28,6 +30,7 @@ def _step(study: optuna.Study, running: list, rng: random.Random) -> None:
     if not running or rng.random() < 0.4:
         trial = study.ask()
         trial.set_user_attr("hash", rng.choice("abcdef"))
+        trial.set_user_attr("cell", CELL)
         if rng.random() < 0.2:
             trial.set_user_attr("duplicate_of", 0)
         trial.set_user_attr("reserve", 1)

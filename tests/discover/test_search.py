@@ -1,4 +1,5 @@
 import json
+import random
 import sqlite3
 import subprocess
 import sys
@@ -10,13 +11,15 @@ import pytest
 
 from cellgraph.discover.cache import cell_from_json, cell_hash
 from cellgraph.discover.fidelity import Fidelity
-from cellgraph.discover.search import best_trials, discover
+from cellgraph.discover.ledger import is_evaluation
+from cellgraph.discover.search import History, best_trials, discover
 from cellgraph.discover.space import CellSpace, from_cell
 from cellgraph.discover.storage import open_search_storage
 from cellgraph.discover.strategies import RandomSearch, Record, RegularizedEvolution
 from cellgraph.discover.synthetic import StructureEvaluator
 from cellgraph.errors import CellGraphError
 from tests.discover.cells import small
+from tests.discover.test_ledger import _step
 from tests.discover.worker import SMALL, LoggingEvaluator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,6 +157,23 @@ def test_each_finished_trial_is_read_into_a_record_once(tmp_path, monkeypatch):
                       show_progress=False)
     assert result.trials > 40 and len(read) >= result.trials - 1  # every trial but the last was read
     assert set(read.values()) == {1}  # fails when each proposal reads the whole study again
+
+
+def test_the_kept_history_is_the_records_of_every_finished_trial_in_order_as_trials_finish_out_of_order():
+    rng, fidelity = random.Random(2), Fidelity((1, 5))
+    study, running, history = optuna.create_study(), [], History(fidelity)
+    for step in range(300):
+        _step(study, running, rng)
+        if step % 2:
+            continue
+        trials = study.get_trials(deepcopy=False)
+        full = [Record.from_trial(t, cell_from_json(t.user_attrs["cell"]), fidelity.early, fidelity.epochs)
+                for t in trials if t.state.is_finished() and (is_evaluation(t) or "duplicate_of" in t.user_attrs)]
+        kept = history(trials)
+        assert kept == full and [r.rungs for r in kept] == [r.rungs for r in full]  # fails when a late finisher is lost
+    assert running and len(history.records) > 50
+    with pytest.raises(CellGraphError, match="give it the study's trials"):
+        history(study.get_trials()[:10])
 
 
 def test_a_search_study_commits_to_a_write_ahead_log_without_waiting_for_the_disk(tmp_path):
