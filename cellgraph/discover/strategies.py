@@ -412,11 +412,16 @@ class EnumerationSearch:
     def expansion(self, history: Sequence[Record], listed: set[str], space: CellSpace,
                   seen: set[str]) -> Proposal | None:
         """The first cell of :meth:`expansion_order` not yet in the history (``seen``), or None
-        once every insertion of every listed cell is."""
-        for child, key, parent in self.expansion_order(history, listed, space):
-            if key not in seen:
-                leaf = self.probe_parents_only and _size(child) >= self.nodes + self.depth
-                return Proposal(child, "insert", parent, probing=not leaf)
+        once every insertion of every listed cell is. A parent all of whose insertions are
+        seen is passed over at one set comparison, not walked child by child: the expansion
+        goes back over its first parents at every proposal."""
+        for parent in self.expansion_parents(history, listed):
+            children = _insertions(parent.root, parent.hash, space, self.seed, self.screen)
+            if _insertion_keys(parent.root, parent.hash, space, self.seed, self.screen) <= seen:
+                continue
+            child = next(child for child, key in children if key not in seen)
+            leaf = self.probe_parents_only and _size(child) >= self.nodes + self.depth
+            return Proposal(child, "insert", parent.number, probing=not leaf)
         return None
 
     def expansion_order(self, history: Sequence[Record], listed: set[str],
@@ -438,15 +443,22 @@ class EnumerationSearch:
         With ``all_rungs`` each level is also ranked at the later rungs (:attr:`Record.rungs`,
         among the cells promoted there), so a parent that ranks well only after longer training
         comes as soon as that ranking's turn does (docs/discover.md, *One level deeper*)."""
-        levels: list[dict[str, Record]] = [{} for _ in range(self.depth)]
-        for r in (r for r in history if r.early):
-            level = 0 if r.hash in listed else _size(r.root) - self.nodes
-            if r.hash in listed or 0 < level < self.depth:
-                levels[level][r.hash] = r
-        losses = (lambda r: r.rungs) if self.all_rungs else (lambda r: r.early)
-        for parent in _interleaved([list(level.values()) for level in levels], losses):
+        for parent in self.expansion_parents(history, listed):
             yield from ((child, key, parent.number)
                         for child, key in _insertions(parent.root, parent.hash, space, self.seed, self.screen))
+
+    def expansion_parents(self, history: Sequence[Record], listed: set[str]) -> Iterator[Record]:
+        """The parents of :meth:`expansion_order`, each once, in its first turn."""
+        levels: list[dict[str, Record]] = [{} for _ in range(self.depth)]
+        for r in history:
+            if not r.early:
+                continue
+            if r.hash in listed:
+                levels[0][r.hash] = r
+            elif self.depth > 1 and 0 < (level := _size(r.root) - self.nodes) < self.depth:
+                levels[level][r.hash] = r
+        losses = (lambda r: r.rungs) if self.all_rungs else (lambda r: r.early)
+        return _interleaved([list(level.values()) for level in levels], losses)
 
     def to_dict(self) -> dict:
         return _with_screen({"name": self.name, "nodes": self.nodes, "seed": self.seed,
@@ -465,6 +477,12 @@ def _insertions(root: Expr, key: str, space: CellSpace, seed: int, screen: Scree
     children = [(child, h) for name, child, h in _around(root, space, False, True) if name.startswith("insert ")]
     random.Random(f"{seed}/{key}").shuffle(children)
     return tuple((child, h) for child, h in children if _keeps(screen, child))
+
+
+@functools.lru_cache(maxsize=8192)
+def _insertion_keys(root: Expr, key: str, space: CellSpace, seed: int, screen: Screen | None) -> frozenset[str]:
+    """The hashes of :func:`_insertions`, kept for the expansion's test of a parent walked to its end."""
+    return frozenset(h for _, h in _insertions(root, key, space, seed, screen))
 
 
 def _interleaved(levels: Sequence[Sequence[Record]],
