@@ -416,9 +416,9 @@ class EnumerationSearch:
         seen is passed over at one set comparison, not walked child by child: the expansion
         goes back over its first parents at every proposal."""
         for parent in self.expansion_parents(history, listed):
-            children = _insertions(parent.root, parent.hash, space, self.seed, self.screen)
             if _insertion_keys(parent.root, parent.hash, space, self.seed, self.screen) <= seen:
                 continue
+            children = _insertions(parent.root, parent.hash, space, self.seed, self.screen)
             child = next(child for child, key in children if key not in seen)
             leaf = self.probe_parents_only and _size(child) >= self.nodes + self.depth
             return Proposal(child, "insert", parent.number, probing=not leaf)
